@@ -1,0 +1,630 @@
+//! The configuration file: the `aerospike.conf` subset Bolide supports.
+//!
+//! Directives are one per line (`name value...`), blocks are `name [arg] {`
+//! … `}`, `#` starts a comment. Anything unknown or malformed is an error
+//! naming the line and the directive; the node does not start.
+
+use bolide_store::{NamespaceConfig, StorageEngine};
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// The node's whole configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub cluster_name: String,
+    pub node_id: Option<u64>,
+    pub service_threads: usize,
+    pub proto_fd_max: usize,
+    pub proto_fd_idle_ms: u64,
+    pub pidfile: Option<PathBuf>,
+    pub log_level: String,
+    pub log_file: Option<PathBuf>,
+    pub service_address: IpAddr,
+    pub service_port: u16,
+    pub access_address: Option<String>,
+    pub info_port: Option<u16>,
+    pub fabric_port: u16,
+    pub heartbeat_port: u16,
+    pub heartbeat_mode: String,
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_timeout: u64,
+    pub mesh_seeds: Vec<(String, u16)>,
+    pub stop_writes_sys_memory_pct: u32,
+    pub namespaces: Vec<NamespaceConfig>,
+}
+
+/// A configuration error, naming the line and the directive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub line: usize,
+    pub directive: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "config error: {}", self.message)
+        } else {
+            write!(
+                f,
+                "config error: line {}: directive '{}': {}",
+                self.line, self.directive, self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Default for Config {
+    /// The embedded default: namespace `test` in memory on 127.0.0.1:3000.
+    fn default() -> Config {
+        Config {
+            cluster_name: "bolide".to_owned(),
+            node_id: None,
+            service_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            proto_fd_max: 15_000,
+            proto_fd_idle_ms: 0,
+            pidfile: None,
+            log_level: "info".to_owned(),
+            log_file: None,
+            service_address: IpAddr::from([127, 0, 0, 1]),
+            service_port: 3000,
+            access_address: None,
+            info_port: None,
+            fabric_port: 3001,
+            heartbeat_port: 3002,
+            heartbeat_mode: "mesh".to_owned(),
+            heartbeat_interval_ms: 150,
+            heartbeat_timeout: 10,
+            mesh_seeds: Vec::new(),
+            stop_writes_sys_memory_pct: 90,
+            namespaces: vec![NamespaceConfig::with_name("test")],
+        }
+    }
+}
+
+/// One directive: its line, name and values.
+struct Directive<'t> {
+    line: usize,
+    name: &'t str,
+    values: Vec<&'t str>,
+}
+
+impl Directive<'_> {
+    fn error(&self, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            line: self.line,
+            directive: self.name.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    fn one(&self) -> Result<&str, ConfigError> {
+        match self.values.as_slice() {
+            [value] => Ok(value),
+            _ => Err(self.error(format!(
+                "expects exactly one value, got {}",
+                self.values.len()
+            ))),
+        }
+    }
+
+    fn number<T: std::str::FromStr>(&self) -> Result<T, ConfigError> {
+        let value = self.one()?;
+        value
+            .parse()
+            .map_err(|_| self.error(format!("'{value}' is not a valid number")))
+    }
+
+    fn percent(&self) -> Result<u32, ConfigError> {
+        let value: u32 = self.number()?;
+        if value > 100 {
+            return Err(self.error(format!("{value} is not a percentage (0-100)")));
+        }
+        Ok(value)
+    }
+
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        match self.one()? {
+            "true" | "yes" => Ok(true),
+            "false" | "no" => Ok(false),
+            other => Err(self.error(format!("'{other}' is not true or false"))),
+        }
+    }
+
+    /// A size with optional K, M, G, T suffix (powers of 1024).
+    fn size(&self) -> Result<u64, ConfigError> {
+        let value = self.one()?;
+        parse_scaled(
+            value,
+            &[
+                ('K', 1 << 10),
+                ('M', 1 << 20),
+                ('G', 1 << 30),
+                ('T', 1 << 40),
+            ],
+        )
+        .ok_or_else(|| self.error(format!("'{value}' is not a size (like 512M or 4G)")))
+    }
+
+    /// A duration in seconds with optional s, m, h, d suffix.
+    fn seconds(&self) -> Result<u32, ConfigError> {
+        let value = self.one()?;
+        parse_scaled(value, &[('S', 1), ('M', 60), ('H', 3600), ('D', 86_400)])
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| {
+                self.error(format!(
+                    "'{value}' is not a duration (like 30, 10m, 1h, 30d)"
+                ))
+            })
+    }
+}
+
+fn parse_scaled(value: &str, units: &[(char, u64)]) -> Option<u64> {
+    let upper = value.to_ascii_uppercase();
+    for &(suffix, scale) in units {
+        if let Some(number) = upper.strip_suffix(suffix) {
+            return number.parse::<u64>().ok()?.checked_mul(scale);
+        }
+    }
+    upper.parse().ok()
+}
+
+/// A parsed tree: directives and nested blocks.
+enum Item<'t> {
+    Directive(Directive<'t>),
+    Block {
+        head: Directive<'t>,
+        items: Vec<Item<'t>>,
+    },
+}
+
+fn tree(text: &str) -> Result<Vec<Item<'_>>, ConfigError> {
+    let mut stack: Vec<(Directive<'_>, Vec<Item<'_>>)> = Vec::new();
+    let mut top: Vec<Item<'_>> = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let content = raw.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            continue;
+        }
+        let mut tokens: Vec<&str> = content.split_whitespace().collect();
+        if tokens == ["}"] {
+            let Some((head, items)) = stack.pop() else {
+                return Err(ConfigError {
+                    line,
+                    directive: "}".into(),
+                    message: "closes a block that was never opened".into(),
+                });
+            };
+            let block = Item::Block { head, items };
+            match stack.last_mut() {
+                Some((_, parent)) => parent.push(block),
+                None => top.push(block),
+            }
+            continue;
+        }
+        let opens = tokens.last() == Some(&"{");
+        if opens {
+            tokens.pop();
+        }
+        let Some((&name, values)) = tokens.split_first() else {
+            return Err(ConfigError {
+                line,
+                directive: "{".into(),
+                message: "block without a name".into(),
+            });
+        };
+        if values.iter().any(|v| v.contains('{') || v.contains('}')) {
+            return Err(ConfigError {
+                line,
+                directive: name.into(),
+                message: "braces must end a line or stand alone".into(),
+            });
+        }
+        let directive = Directive {
+            line,
+            name,
+            values: values.to_vec(),
+        };
+        if opens {
+            stack.push((directive, Vec::new()));
+        } else {
+            match stack.last_mut() {
+                Some((_, parent)) => parent.push(Item::Directive(directive)),
+                None => return Err(directive.error("directives must be inside a context block (service, logging, network, namespace)")),
+            }
+        }
+    }
+    if let Some((head, _)) = stack.pop() {
+        return Err(head.error("block is never closed"));
+    }
+    Ok(top)
+}
+
+impl Config {
+    /// Parses configuration text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let mut config = Config {
+            namespaces: Vec::new(),
+            ..Config::default()
+        };
+        for item in tree(text)? {
+            match item {
+                Item::Block { head, items } => match head.name {
+                    "service" => config.service(&items)?,
+                    "logging" => config.logging(&items)?,
+                    "network" => config.network(&items)?,
+                    "namespace" => {
+                        let name = head.one()?;
+                        if name.is_empty() || name.len() > bolide_types::NAMESPACE_NAME_BYTES_MAX {
+                            return Err(head.error("namespace names are 1 to 31 bytes"));
+                        }
+                        if config.namespaces.iter().any(|ns| ns.name == name) {
+                            return Err(head.error(format!("namespace '{name}' is defined twice")));
+                        }
+                        let namespace = namespace(name, &items)?;
+                        config.namespaces.push(namespace);
+                    }
+                    "mod-lua" | "security" | "xdr" => {
+                        return Err(head.error("context is not supported by Bolide yet"))
+                    }
+                    _ => return Err(head.error("unknown context")),
+                },
+                Item::Directive(directive) => {
+                    return Err(directive.error("directives must be inside a context block"))
+                }
+            }
+        }
+        if config.namespaces.is_empty() {
+            return Err(ConfigError {
+                line: 0,
+                directive: "namespace".into(),
+                message: "at least one namespace must be configured".into(),
+            });
+        }
+        Ok(config)
+    }
+
+    fn service(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
+        for directive in directives(items, "service")? {
+            match directive.name {
+                "cluster-name" => self.cluster_name = directive.one()?.to_owned(),
+                "node-id" => {
+                    let value = directive.one()?;
+                    let id = u64::from_str_radix(value, 16)
+                        .map_err(|_| directive.error(format!("'{value}' is not a hex node id")))?;
+                    self.node_id = Some(id);
+                }
+                "service-threads" => {
+                    self.service_threads = directive.number()?;
+                    if self.service_threads == 0 || self.service_threads > 256 {
+                        return Err(directive.error("service-threads must be 1 to 256"));
+                    }
+                }
+                "proto-fd-max" => self.proto_fd_max = directive.number()?,
+                "proto-fd-idle-ms" => self.proto_fd_idle_ms = directive.number()?,
+                "pidfile" => self.pidfile = Some(PathBuf::from(directive.one()?)),
+                "stop-writes-sys-memory-pct" => {
+                    self.stop_writes_sys_memory_pct = directive.percent()?
+                }
+                "user" | "group" | "paxos-single-replica-limit" | "work-directory" => {}
+                _ => return Err(directive.error("unknown directive in service context")),
+            }
+        }
+        Ok(())
+    }
+
+    fn logging(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
+        for item in items {
+            let Item::Block { head, items } = item else {
+                let Item::Directive(directive) = item else {
+                    continue;
+                };
+                return Err(
+                    directive.error("expected 'console {' or 'file PATH {' in logging context")
+                );
+            };
+            match head.name {
+                "console" if head.values.is_empty() => {}
+                "file" => self.log_file = Some(PathBuf::from(head.one()?)),
+                _ => {
+                    return Err(head.error("unknown sink in logging context (console or file PATH)"))
+                }
+            }
+            for directive in directives(items, head.name)? {
+                if directive.name != "context" || directive.values.len() != 2 {
+                    return Err(directive.error("expected 'context NAME LEVEL'"));
+                }
+                let level = match directive.values.get(1).copied().unwrap_or("") {
+                    "critical" | "warning" => "warn",
+                    "info" => "info",
+                    "debug" => "debug",
+                    "detail" => "trace",
+                    other => {
+                        return Err(directive.error(format!(
+                            "unknown level '{other}' (critical, warning, info, debug, detail)"
+                        )))
+                    }
+                };
+                self.log_level = level.to_owned();
+            }
+        }
+        Ok(())
+    }
+
+    fn network(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
+        for item in items {
+            let Item::Block { head, items } = item else {
+                let Item::Directive(directive) = item else {
+                    continue;
+                };
+                return Err(directive.error(
+                    "expected a sub-context (service, heartbeat, fabric, info) in network",
+                ));
+            };
+            for directive in directives(items, head.name)? {
+                match (head.name, directive.name) {
+                    ("service", "address") => self.service_address = address(directive)?,
+                    ("service", "port") => self.service_port = directive.number()?,
+                    ("service", "access-address") => {
+                        self.access_address = Some(directive.one()?.to_owned())
+                    }
+                    ("heartbeat", "mode") => {
+                        let mode = directive.one()?;
+                        if mode != "mesh" {
+                            return Err(directive.error("only 'mesh' heartbeat mode is supported"));
+                        }
+                        self.heartbeat_mode = mode.to_owned();
+                    }
+                    ("heartbeat", "port") => self.heartbeat_port = directive.number()?,
+                    ("heartbeat", "address") => {
+                        address(directive)?;
+                    }
+                    ("heartbeat", "interval") => self.heartbeat_interval_ms = directive.number()?,
+                    ("heartbeat", "timeout") => self.heartbeat_timeout = directive.number()?,
+                    ("heartbeat", "mesh-seed-address-port") => {
+                        let [host, port] = directive.values.as_slice() else {
+                            return Err(
+                                directive.error("expected 'mesh-seed-address-port HOST PORT'")
+                            );
+                        };
+                        let port = port
+                            .parse()
+                            .map_err(|_| directive.error(format!("'{port}' is not a port")))?;
+                        self.mesh_seeds.push(((*host).to_owned(), port));
+                    }
+                    ("fabric", "port") => self.fabric_port = directive.number()?,
+                    ("fabric", "address") => {
+                        address(directive)?;
+                    }
+                    ("info", "port") => self.info_port = Some(directive.number()?),
+                    ("info", "address") => {
+                        address(directive)?;
+                    }
+                    ("service" | "heartbeat" | "fabric" | "info", _) => {
+                        return Err(directive.error(format!(
+                            "unknown directive in network {} context",
+                            head.name
+                        )));
+                    }
+                    _ => {
+                        return Err(head.error(
+                            "unknown network sub-context (service, heartbeat, fabric, info)",
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn address(directive: &Directive<'_>) -> Result<IpAddr, ConfigError> {
+    match directive.one()? {
+        "any" => Ok(IpAddr::from([0, 0, 0, 0])),
+        "localhost" => Ok(IpAddr::from([127, 0, 0, 1])),
+        other => other
+            .parse()
+            .map_err(|_| directive.error(format!("'{other}' is not an IP address (or 'any')"))),
+    }
+}
+
+/// The plain directives of a block; a nested block is an error.
+fn directives<'i, 't>(
+    items: &'i [Item<'t>],
+    context: &str,
+) -> Result<Vec<&'i Directive<'t>>, ConfigError> {
+    items
+        .iter()
+        .map(|item| match item {
+            Item::Directive(directive) => Ok(directive),
+            Item::Block { head, .. } => {
+                Err(head.error(format!("unexpected block inside {context}")))
+            }
+        })
+        .collect()
+}
+
+fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigError> {
+    let mut config = NamespaceConfig::with_name(name);
+    for item in items {
+        let directive = match item {
+            Item::Directive(directive) => directive,
+            Item::Block { head, items } => {
+                if head.name != "storage-engine" {
+                    return Err(head.error("unknown block in namespace context"));
+                }
+                storage_engine(&mut config, head, items)?;
+                continue;
+            }
+        };
+        match directive.name {
+            "replication-factor" => {
+                config.replication_factor = directive.number()?;
+                if !(1..=256).contains(&config.replication_factor) {
+                    return Err(directive.error("replication-factor must be 1 to 256"));
+                }
+            }
+            "default-ttl" => config.default_ttl_seconds = directive.seconds()?,
+            "nsup-period" => config.nsup_period_seconds = directive.seconds()?,
+            "allow-ttl-without-nsup" => config.allow_ttl_without_nsup = directive.boolean()?,
+            "max-record-size" => {
+                let size = directive.size()?;
+                if size == 0 || size > bolide_types::PROTO_BODY_BYTES_MAX {
+                    return Err(directive.error("max-record-size must be between 1 byte and 128M"));
+                }
+                config.max_record_size_bytes = size as usize;
+            }
+            "memory-size" => config.memory_size_bytes = directive.size()?,
+            "high-water-memory-pct" | "evict-used-pct" => {
+                config.evict_used_percent = directive.percent()?
+            }
+            "stop-writes-pct" | "stop-writes-used-pct" => {
+                config.stop_writes_used_percent = directive.percent()?
+            }
+            "evict-tenths-pct" => config.evict_tenths_percent = directive.number()?,
+            "storage-engine" => match directive.one()? {
+                "memory" => config.storage_engine = StorageEngine::Memory,
+                other => {
+                    return Err(directive.error(format!(
+                        "storage-engine '{other}' is not supported yet (memory is)"
+                    )))
+                }
+            },
+            _ => {
+                return Err(
+                    directive.error(format!("unknown directive in namespace {name} context"))
+                )
+            }
+        }
+    }
+    Ok(config)
+}
+
+fn storage_engine(
+    config: &mut NamespaceConfig,
+    head: &Directive<'_>,
+    items: &[Item<'_>],
+) -> Result<(), ConfigError> {
+    match head.one()? {
+        "memory" => config.storage_engine = StorageEngine::Memory,
+        other => {
+            return Err(head.error(format!(
+                "storage-engine '{other}' is not supported yet (memory is)"
+            )))
+        }
+    }
+    for directive in directives(items, "storage-engine")? {
+        match directive.name {
+            "data-size" => config.memory_size_bytes = directive.size()?,
+            "stop-writes-used-pct" => config.stop_writes_used_percent = directive.percent()?,
+            "evict-used-pct" => config.evict_used_percent = directive.percent()?,
+            _ => return Err(directive.error("unknown directive in storage-engine memory context")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = "
+service {
+    cluster-name prod   # trailing comment
+    node-id A1B2
+}
+logging {
+    console {
+        context any info
+    }
+}
+network {
+    service {
+        address 127.0.0.1
+        port 3100
+    }
+    heartbeat {
+        mode mesh
+        port 3102
+        mesh-seed-address-port 10.0.0.48 3002
+        interval 150
+        timeout 10
+    }
+    fabric {
+        port 3101
+    }
+    info {
+        port 3103
+    }
+}
+namespace test {
+    replication-factor 2
+    default-ttl 30d
+    nsup-period 1
+    max-record-size 128K
+    storage-engine memory {
+        data-size 4G
+        stop-writes-used-pct 80
+        evict-used-pct 60
+    }
+}
+namespace legacy {
+    memory-size 1G
+    high-water-memory-pct 60
+    stop-writes-pct 90
+}
+";
+
+    #[test]
+    fn parses_the_supported_subset() {
+        let config = Config::parse(FULL).expect("valid");
+        assert_eq!(config.cluster_name, "prod");
+        assert_eq!(config.node_id, Some(0xA1B2));
+        assert_eq!(config.service_port, 3100);
+        assert_eq!(config.info_port, Some(3103));
+        assert_eq!(config.mesh_seeds, vec![("10.0.0.48".to_owned(), 3002)]);
+        let test = &config.namespaces[0];
+        assert_eq!(test.replication_factor, 2);
+        assert_eq!(test.default_ttl_seconds, 30 * 86_400);
+        assert_eq!(test.max_record_size_bytes, 128 * 1024);
+        assert_eq!(test.memory_size_bytes, 4 << 30);
+        assert_eq!(test.stop_writes_used_percent, 80);
+        assert_eq!(test.evict_used_percent, 60);
+        let legacy = &config.namespaces[1];
+        assert_eq!(legacy.memory_size_bytes, 1 << 30);
+        assert_eq!(
+            (legacy.evict_used_percent, legacy.stop_writes_used_percent),
+            (60, 90)
+        );
+    }
+
+    #[test]
+    fn errors_name_line_and_directive() {
+        let error =
+            Config::parse("namespace test {\n    replication-factor 1\n    bogus-thing 5\n}\n")
+                .expect_err("invalid");
+        assert_eq!((error.line, error.directive.as_str()), (3, "bogus-thing"));
+        assert!(error.to_string().contains("line 3"));
+        let error =
+            Config::parse("namespace test {\n    default-ttl forever\n}\n").expect_err("invalid");
+        assert_eq!((error.line, error.directive.as_str()), (2, "default-ttl"));
+        let error = Config::parse("namespace test {\n").expect_err("unclosed");
+        assert_eq!(error.line, 1);
+        let error = Config::parse("service {\n}\n}\n").expect_err("extra brace");
+        assert_eq!(error.line, 3);
+        let error = Config::parse("namespace test {\n storage-engine device {\n file /x\n }\n}\n")
+            .expect_err("device");
+        assert_eq!(
+            (error.line, error.directive.as_str()),
+            (2, "storage-engine")
+        );
+        assert!(Config::parse("service {\n}\n").is_err(), "no namespace");
+        let error = Config::parse("namespace t {\n stop-writes-pct 120\n}\n").expect_err("percent");
+        assert_eq!(error.line, 2);
+    }
+}

@@ -1,0 +1,166 @@
+//! One client connection: read bytes, answer every complete frame in
+//! order, write the answers back, repeat. Requests run to completion on
+//! this event loop's thread; pipelined requests are answered in order.
+
+use crate::info;
+use crate::node::Node;
+use bolide_transaction::Scratch;
+use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
+use bolide_wire::response::{append_admin_not_enabled, append_info};
+use bytes::{Buf, BytesMut};
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Buffers larger than this are released after the request that needed them.
+const BUFFER_KEEP_BYTES: usize = 1024 * 1024;
+
+/// Why a connection is closed by the server.
+#[derive(Debug)]
+enum Close {
+    Peer,
+    Io(std::io::Error),
+    BadFrame(bolide_wire::ProtoError),
+    BadCompressed,
+    Idle,
+}
+
+/// Serves one connection until the peer leaves or misbehaves.
+pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let local = stream
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], node.config.service_port)));
+    let peer = stream.peer_addr().ok();
+    let reason = run(&node, &mut stream, local).await;
+    match &reason {
+        Close::Peer => {}
+        Close::BadFrame(error) => {
+            node.bad_frames.fetch_add(1, Relaxed);
+            tracing::debug!(?peer, %error, "closing connection: bad frame");
+        }
+        Close::Io(error) => tracing::debug!(?peer, %error, "closing connection: i/o error"),
+        other => tracing::debug!(?peer, reason = ?other, "closing connection"),
+    }
+    node.connections_closed.fetch_add(1, Relaxed);
+}
+
+async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
+    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut scratch = Scratch::default();
+    let idle = match node.config.proto_fd_idle_ms {
+        0 => None,
+        ms => Some(Duration::from_millis(ms)),
+    };
+    loop {
+        // Answer every complete frame already buffered, in order.
+        let mut failure = None;
+        loop {
+            match frame_length(&input) {
+                Ok(Some((header, total))) => {
+                    let body = input.get(PROTO_HEADER_BYTES..total).unwrap_or_default();
+                    if let Err(close) =
+                        dispatch(node, header, body, local, &mut output, &mut scratch)
+                    {
+                        failure = Some(close);
+                        break;
+                    }
+                    input.advance(total);
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    failure = Some(Close::BadFrame(error));
+                    break;
+                }
+            }
+        }
+        if !output.is_empty() {
+            if let Err(error) = stream.write_all(&output).await {
+                return Close::Io(error);
+            }
+            output.clear();
+            if output.capacity() > BUFFER_KEEP_BYTES {
+                output.shrink_to(READ_CHUNK_BYTES);
+            }
+        }
+        if let Some(close) = failure {
+            return close;
+        }
+        if input.is_empty() && input.capacity() > BUFFER_KEEP_BYTES {
+            input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
+        input.reserve(READ_CHUNK_BYTES);
+        let read = stream.read_buf(&mut input);
+        let read = match idle {
+            Some(limit) => match tokio::time::timeout(limit, read).await {
+                Ok(result) => result,
+                Err(_) => return Close::Idle,
+            },
+            None => read.await,
+        };
+        match read {
+            Ok(0) => return Close::Peer,
+            Ok(_) => {}
+            Err(error) => return Close::Io(error),
+        }
+    }
+}
+
+/// Answers one frame into `output`.
+// PERF: hot path.
+fn dispatch(
+    node: &Node,
+    header: ProtoHeader,
+    body: &[u8],
+    local: SocketAddr,
+    output: &mut Vec<u8>,
+    scratch: &mut Scratch,
+) -> Result<(), Close> {
+    match header.message_type {
+        MessageType::Message => {
+            bolide_transaction::execute(&node.store, body, output, scratch);
+        }
+        MessageType::Info => {
+            node.info_requests.fetch_add(1, Relaxed);
+            let mut answer = Vec::new();
+            info::answer(node, body, local, &mut answer);
+            append_info(output, &answer);
+        }
+        MessageType::Admin => {
+            node.admin_requests.fetch_add(1, Relaxed);
+            append_admin_not_enabled(output);
+        }
+        MessageType::Compressed => {
+            let inner = inflate(body).ok_or(Close::BadCompressed)?;
+            let (inner_header, total) = frame_length(&inner)
+                .map_err(Close::BadFrame)?
+                .ok_or(Close::BadCompressed)?;
+            if inner_header.message_type != MessageType::Message || total != inner.len() {
+                return Err(Close::BadCompressed);
+            }
+            let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
+            bolide_transaction::execute(&node.store, inner_body, output, scratch);
+        }
+    }
+    Ok(())
+}
+
+/// Inflates a type-4 body: u64 BE uncompressed length, then a zlib stream.
+/// The declared and actual lengths must agree and stay within the limit.
+fn inflate(body: &[u8]) -> Option<Vec<u8>> {
+    let (length, stream) = body.split_first_chunk::<8>()?;
+    let length = u64::from_be_bytes(*length);
+    if length > bolide_types::PROTO_BODY_BYTES_MAX + PROTO_HEADER_BYTES as u64 {
+        return None;
+    }
+    let mut inflated = Vec::with_capacity(length.min(1 << 20) as usize);
+    let mut decoder = flate2::read::ZlibDecoder::new(stream).take(length + 1);
+    decoder.read_to_end(&mut inflated).ok()?;
+    (inflated.len() as u64 == length).then_some(inflated)
+}

@@ -1,0 +1,397 @@
+//! Info commands (proto type 1): what clients send to discover and tend
+//! the node, and what tools ask for statistics.
+
+use crate::node::{process_rss_bytes, system_memory_bytes, Node, PROTOCOL_BUILD};
+use base64::Engine;
+use bolide_store::Namespace;
+use bolide_types::PARTITION_COUNT;
+use bolide_wire::info::{append_answer, commands, InfoCommand};
+use std::fmt::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+
+const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-index;cdt-list;cdt-map;cluster-stable;float;geo;\
+sindex-exists;peers;pipelining;pquery;pscans;query-show;relaxed-sc;replicas;replicas-all;replicas-master;\
+replicas-max;truncate-namespace;udf";
+const EDITION: &str = "Bolide Community Edition";
+/// Generations of the partition map and of the peer list. Constant while
+/// the node is alone; they change when clustering arrives.
+const PARTITION_GENERATION: u32 = 1;
+const PEERS_GENERATION: u32 = 1;
+
+/// The commands answered for an empty request (the "summary").
+const SUMMARY: &[&str] = &[
+    "features",
+    "node",
+    "compatibility-id",
+    "edition",
+    "build_ee_sha",
+    "build_sha",
+    "build_arch",
+    "build_time",
+    "build_os",
+    "build",
+    "version",
+    "statistics",
+    "services-alumni",
+    "services",
+    "partition-generation",
+];
+
+/// Answers an info request body; `local` is the address the request came in on.
+pub fn answer(node: &Node, body: &[u8], local: SocketAddr, out: &mut Vec<u8>) {
+    if body.is_empty() {
+        for name in SUMMARY {
+            append_answer(out, name, &value(node, &InfoCommand::parse(name), local));
+        }
+        return;
+    }
+    for raw in commands(body) {
+        let text = String::from_utf8_lossy(raw);
+        let command = InfoCommand::parse(&text);
+        append_answer(out, command.text, &value(node, &command, local));
+    }
+}
+
+fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
+    let config = &node.config;
+    let service = service_address(node, local);
+    match command.name {
+        "node" => node.name(),
+        "build" => PROTOCOL_BUILD.to_owned(),
+        "version" => format!(
+            "{EDITION} build {PROTOCOL_BUILD} (bolide {})",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "edition" => EDITION.to_owned(),
+        "release" => format!(
+            "edition={EDITION};version={PROTOCOL_BUILD};os={};arch={};sha=bolide-{}",
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            env!("CARGO_PKG_VERSION")
+        ),
+        "build_os" => std::env::consts::OS.to_owned(),
+        "build_arch" => std::env::consts::ARCH.to_owned(),
+        "build_sha" => format!("bolide-{}", env!("CARGO_PKG_VERSION")),
+        "build_ee_sha" => String::new(),
+        "build_time" => "unknown".to_owned(),
+        "compatibility-id" => "1".to_owned(),
+        "features" => FEATURES.to_owned(),
+        "cluster-name" => config.cluster_name.clone(),
+        "partition-generation" => PARTITION_GENERATION.to_string(),
+        "peers-generation" => PEERS_GENERATION.to_string(),
+        "rebalance-generation" => "1".to_owned(),
+        "partitions" => PARTITION_COUNT.to_string(),
+        "peers-clear-std" | "peers-clear-alt" | "peers-tls-std" | "peers-tls-alt"
+        | "alumni-clear-std" | "alumni-tls-std" => {
+            format!("{PEERS_GENERATION},{},[]", config.service_port)
+        }
+        "service-clear-std" | "service" => service,
+        "service-clear-alt" | "service-tls-std" | "service-tls-alt" => String::new(),
+        "services" | "services-alternate" | "services-alumni" | "services-alumni-reset" => {
+            String::new()
+        }
+        "namespaces" => names(node),
+        "replicas" => replicas(node, true, true),
+        "replicas-all" => replicas(node, false, true),
+        "replicas-master" => replicas(node, false, false),
+        "replicas-max" => node
+            .store
+            .namespaces()
+            .iter()
+            .map(|ns| format!("{}:1", ns.name()))
+            .collect::<Vec<_>>()
+            .join(";"),
+        "rack-ids" => node
+            .store
+            .namespaces()
+            .iter()
+            .map(|ns| format!("{}:0", ns.name()))
+            .collect::<Vec<_>>()
+            .join(";"),
+        "racks" => node
+            .store
+            .namespaces()
+            .iter()
+            .map(|ns| format!("ns={}:rack_0={}", ns.name(), node.name()))
+            .collect::<Vec<_>>()
+            .join(";"),
+        "user-agent-set" => "ok".to_owned(),
+        "user-agents" => String::new(),
+        "cluster-stable" | "cluster-key" => format!("{:X}", node.node_id ^ 0x5A5A),
+        "statistics" => statistics(node),
+        "namespace" => match command
+            .path
+            .first()
+            .and_then(|name| node.store.namespace(name.as_bytes()))
+        {
+            Some(namespace) => namespace_info(namespace),
+            None => "type=unknown".to_owned(),
+        },
+        "sets" => sets(node, command),
+        "bins" => bins(node, command),
+        "get-config" | "config-get" => get_config(node, command),
+        "best-practices" => "failed_best_practices=none".to_owned(),
+        "health-outliers" | "udf-list" | "sindex-list" | "sindex" | "query-show" | "scan-show"
+        | "jobs" => String::new(),
+        "logs" => "0:stderr".to_owned(),
+        "status" => "ok".to_owned(),
+        _ => "ERROR:4:unrecognized command".to_owned(),
+    }
+}
+
+/// This node's service address as seen by the client: the configured
+/// access address, else the local address of the client's own connection
+/// (always reachable by that client).
+fn service_address(node: &Node, local: SocketAddr) -> String {
+    match &node.config.access_address {
+        Some(address) => format!("{address}:{}", node.config.service_port),
+        None => match local {
+            SocketAddr::V4(v4) => format!("{}:{}", v4.ip(), v4.port()),
+            SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), v6.port()),
+        },
+    }
+}
+
+fn names(node: &Node) -> String {
+    node.store
+        .namespaces()
+        .iter()
+        .map(|ns| ns.name().to_owned())
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// The partition map: this node is master of every partition.
+fn replicas(node: &Node, with_regime: bool, with_count: bool) -> String {
+    let all_ones = base64::engine::general_purpose::STANDARD.encode([0xffu8; PARTITION_COUNT / 8]);
+    let mut text = String::new();
+    for (i, namespace) in node.store.namespaces().iter().enumerate() {
+        if i > 0 {
+            text.push(';');
+        }
+        let _ = write!(text, "{}:", namespace.name());
+        if with_regime {
+            text.push_str("0,");
+        }
+        if with_count {
+            text.push_str("1,");
+        }
+        text.push_str(&all_ones);
+    }
+    text
+}
+
+fn statistics(node: &Node) -> String {
+    let objects: i64 = node
+        .store
+        .namespaces()
+        .iter()
+        .map(|ns| ns.stats.objects.load(Relaxed))
+        .sum();
+    let (total, available) = system_memory_bytes();
+    let free_pct = (available * 100).checked_div(total).unwrap_or(0);
+    let mut text = String::new();
+    let _ = write!(
+        text,
+        "cluster_size=1;cluster_key={:X};cluster_integrity=true;cluster_is_member=true;cluster_name={};\
+         uptime={};objects={};client_connections={};client_connections_opened={};client_connections_closed={};\
+         client_connections_refused={};info_requests={};admin_requests={};bad_frames={};\
+         process_rss_bytes={};system_total_memory_bytes={};system_free_mem_pct={};\
+         service_threads={};migrate_partitions_remaining=0;migrate_allowed=true",
+        node.node_id ^ 0x5A5A,
+        node.config.cluster_name,
+        node.started.elapsed().as_secs(),
+        objects,
+        node.open_connections(),
+        node.connections_opened.load(Relaxed),
+        node.connections_closed.load(Relaxed),
+        node.connections_refused.load(Relaxed),
+        node.info_requests.load(Relaxed),
+        node.admin_requests.load(Relaxed),
+        node.bad_frames.load(Relaxed),
+        process_rss_bytes(),
+        total,
+        free_pct,
+        node.config.service_threads,
+    );
+    text
+}
+
+/// `namespace/<ns>`: live statistics, then configuration.
+pub fn namespace_info(namespace: &Namespace) -> String {
+    let stats = &namespace.stats;
+    let config = &namespace.config;
+    let objects = stats.objects.load(Relaxed);
+    let used = namespace.memory_used_bytes();
+    let free_pct =
+        100u64.saturating_sub(used.saturating_mul(100) / config.memory_size_bytes.max(1));
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Relaxed);
+    let mut text = String::new();
+    let _ = write!(
+        text,
+        "ns_cluster_size=1;effective_replication_factor=1;objects={objects};master_objects={objects};\
+         prole_objects=0;non_replica_objects=0;tombstones=0;\
+         memory_used_bytes={used};index_used_bytes={};data_used_bytes={};memory_free_pct={free_pct};\
+         data_total_bytes={};data_used_pct={};stop_writes={};hwm_breached={};\
+         expired_objects={};evicted_objects={};nsup_cycle_duration={};nsup_cycles={};\
+         client_read_success={};client_read_not_found={};client_read_error={};\
+         client_write_success={};client_write_error={};\
+         client_delete_success={};client_delete_not_found={};client_delete_error={};\
+         fail_generation={};fail_record_too_big={};fail_out_of_space={};\
+         replication-factor={};default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
+         max-record-size={};storage-engine=memory;data-size={};memory-size={};\
+         stop-writes-used-pct={};evict-used-pct={};evict-tenths-pct={};strong-consistency=false",
+        stats.index_used_bytes.load(Relaxed),
+        stats.data_used_bytes.load(Relaxed),
+        config.memory_size_bytes,
+        used.saturating_mul(100) / config.memory_size_bytes.max(1),
+        namespace.is_stop_writes(),
+        config.evict_used_percent != 0 && used >= config.memory_size_bytes / 100 * u64::from(config.evict_used_percent),
+        load(&stats.expired_objects),
+        load(&stats.evicted_objects),
+        load(&stats.nsup_cycle_duration_ms),
+        load(&stats.nsup_cycles),
+        load(&stats.client_read_success),
+        load(&stats.client_read_not_found),
+        load(&stats.client_read_error),
+        load(&stats.client_write_success),
+        load(&stats.client_write_error),
+        load(&stats.client_delete_success),
+        load(&stats.client_delete_not_found),
+        load(&stats.client_delete_error),
+        load(&stats.fail_generation),
+        load(&stats.fail_record_too_big),
+        load(&stats.fail_out_of_space),
+        config.replication_factor,
+        config.default_ttl_seconds,
+        config.nsup_period_seconds,
+        config.allow_ttl_without_nsup,
+        config.max_record_size_bytes,
+        config.memory_size_bytes,
+        config.memory_size_bytes,
+        config.stop_writes_used_percent,
+        config.evict_used_percent,
+        config.evict_tenths_percent,
+    );
+    text
+}
+
+fn set_line(
+    namespace: &Namespace,
+    set: &str,
+    stats: &bolide_store::namespace::SetStats,
+    with_names: bool,
+) -> String {
+    let prefix = if with_names {
+        format!("ns={}:set={set}:", namespace.name())
+    } else {
+        String::new()
+    };
+    format!(
+        "{prefix}objects={}:tombstones=0:data_used_bytes={}:truncate_lut=0:sindexes=0:index_populating=false:\
+         truncating=false:default-read-touch-ttl-pct=0:default-ttl={}:disable-eviction=false:enable-index=false:\
+         stop-writes-count=0:stop-writes-size=0",
+        stats.objects.load(Relaxed).max(0),
+        stats.data_used_bytes.load(Relaxed).max(0),
+        namespace.config.default_ttl_seconds,
+    )
+}
+
+/// `sets`, `sets/<ns>`, `sets/<ns>/<set>`.
+fn sets(node: &Node, command: &InfoCommand<'_>) -> String {
+    let namespaces: Vec<_> = match command.path.first() {
+        Some(name) => match node.store.namespace(name.as_bytes()) {
+            Some(namespace) => vec![namespace.clone()],
+            None => return "ns_type=unknown".to_owned(),
+        },
+        None => node.store.namespaces().to_vec(),
+    };
+    if let (Some(namespace), Some(set)) = (namespaces.first(), command.path.get(1)) {
+        return match namespace.sets().find(|(name, _)| name == set) {
+            Some((name, stats)) => set_line(namespace, name, stats, false),
+            None => String::new(),
+        };
+    }
+    let mut text = String::new();
+    for namespace in &namespaces {
+        for (name, stats) in namespace.sets() {
+            text.push_str(&set_line(namespace, name, stats, true));
+            text.push(';');
+        }
+    }
+    text
+}
+
+fn bins(node: &Node, command: &InfoCommand<'_>) -> String {
+    let mut text = String::new();
+    for namespace in node.store.namespaces() {
+        if command
+            .path
+            .first()
+            .is_some_and(|name| *name != namespace.name())
+        {
+            continue;
+        }
+        let _ = write!(
+            text,
+            "{}:bin_names=0,bin_names_quota=65535;",
+            namespace.name()
+        );
+    }
+    text
+}
+
+fn get_config(node: &Node, command: &InfoCommand<'_>) -> String {
+    let config = &node.config;
+    match command.param("context").unwrap_or("service") {
+        "service" => format!(
+            "cluster-name={};node-id={:X};service-threads={};proto-fd-max={};proto-fd-idle-ms={};\
+             stop-writes-sys-memory-pct={}",
+            config.cluster_name,
+            node.node_id,
+            config.service_threads,
+            config.proto_fd_max,
+            config.proto_fd_idle_ms,
+            config.stop_writes_sys_memory_pct
+        ),
+        "network" => format!(
+            "service.address={};service.port={};heartbeat.mode={};heartbeat.port={};heartbeat.interval={};\
+             heartbeat.timeout={};fabric.port={};info.port={}",
+            config.service_address,
+            config.service_port,
+            config.heartbeat_mode,
+            config.heartbeat_port,
+            config.heartbeat_interval_ms,
+            config.heartbeat_timeout,
+            config.fabric_port,
+            config.info_port.map_or_else(String::new, |p| p.to_string())
+        ),
+        "namespace" => {
+            let name = command.param("namespace").or_else(|| command.param("id")).unwrap_or("");
+            match node.store.namespace(name.as_bytes()) {
+                Some(namespace) => {
+                    let c = &namespace.config;
+                    format!(
+                        "replication-factor={};default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
+                         max-record-size={};storage-engine=memory;storage-engine.data-size={};\
+                         storage-engine.stop-writes-used-pct={};storage-engine.evict-used-pct={};\
+                         evict-tenths-pct={};strong-consistency=false",
+                        c.replication_factor,
+                        c.default_ttl_seconds,
+                        c.nsup_period_seconds,
+                        c.allow_ttl_without_nsup,
+                        c.max_record_size_bytes,
+                        c.memory_size_bytes,
+                        c.stop_writes_used_percent,
+                        c.evict_used_percent,
+                        c.evict_tenths_percent
+                    )
+                }
+                None => "ERROR:20:namespace not found".to_owned(),
+            }
+        }
+        "logging" => format!("level={}", config.log_level),
+        other => format!("ERROR:4:unsupported context {other}"),
+    }
+}

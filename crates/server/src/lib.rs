@@ -1,0 +1,174 @@
+//! The bolided node: configuration, listeners, one event loop per core,
+//! connections, info commands and the background supervisor (expiry,
+//! eviction, memory guard).
+//!
+//! Depends on every lower layer (`bolide-types`, `bolide-wire`,
+//! `bolide-store`, `bolide-transaction`); nothing depends on it.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod connection;
+pub mod info;
+pub mod node;
+pub mod supervisor;
+
+use crate::config::Config;
+use crate::node::Node;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Runs a node until SIGTERM or SIGINT. Returns an error (already worded
+/// for the operator) if it cannot start.
+pub fn run(config: Config) -> Result<(), String> {
+    let node = Arc::new(Node::new(config));
+    let config = &node.config;
+    let mut listeners = vec![bind(SocketAddr::new(
+        config.service_address,
+        config.service_port,
+    ))?];
+    if let Some(port) = config.info_port {
+        listeners.push(bind(SocketAddr::new(config.service_address, port))?);
+    }
+    if let Some(path) = &config.pidfile {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .map_err(|error| format!("cannot write pidfile {}: {error}", path.display()))?;
+    }
+
+    // One single-threaded event loop per core; the acceptor deals
+    // connections to them round-robin.
+    let mut loops = Vec::new();
+    let mut handles = Vec::new();
+    for index in 0..config.service_threads {
+        let (sender, receiver) = mpsc::unbounded_channel::<std::net::TcpStream>();
+        let node = node.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("service-{index}"))
+            .spawn(move || event_loop(node, receiver))
+            .map_err(|error| format!("cannot start service thread: {error}"))?;
+        loops.push(sender);
+        handles.push(handle);
+    }
+    supervisor::start(node.clone());
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start runtime: {error}"))?;
+    runtime.block_on(accept(node.clone(), listeners, loops))?;
+    tracing::info!("shutting down");
+    if let Some(path) = &node.config.pidfile {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+fn bind(address: SocketAddr) -> Result<TcpListener, String> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(address),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(|error| format!("cannot create socket for {address}: {error}"))?;
+    socket
+        .set_reuse_address(true)
+        .map_err(|error| format!("cannot set SO_REUSEADDR: {error}"))?;
+    socket
+        .bind(&address.into())
+        .map_err(|error| format!("cannot listen on {address}: {error}"))?;
+    socket
+        .listen(1024)
+        .map_err(|error| format!("cannot listen on {address}: {error}"))?;
+    socket
+        .set_nonblocking(true)
+        .map_err(|error| format!("cannot set non-blocking: {error}"))?;
+    Ok(socket.into())
+}
+
+async fn accept(
+    node: Arc<Node>,
+    listeners: Vec<TcpListener>,
+    loops: Vec<mpsc::UnboundedSender<std::net::TcpStream>>,
+) -> Result<(), String> {
+    let (connections, mut incoming) = mpsc::unbounded_channel();
+    for listener in listeners {
+        let address = listener.local_addr().map_err(|error| error.to_string())?;
+        let listener =
+            tokio::net::TcpListener::from_std(listener).map_err(|error| error.to_string())?;
+        tracing::info!(%address, "listening");
+        let connections = connections.clone();
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        if connections.send(stream).is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+    }
+    tracing::info!(
+        node = %node.name(),
+        namespaces = %node.store.namespaces().iter().map(|ns| ns.name()).collect::<Vec<_>>().join(","),
+        threads = node.config.service_threads,
+        "bolided ready"
+    );
+    let mut next = 0usize;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|error| format!("cannot handle SIGTERM: {error}"))?;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = terminate.recv() => return Ok(()),
+            stream = incoming.recv() => {
+                let Some(stream) = stream else { return Ok(()) };
+                if node.open_connections() >= node.config.proto_fd_max as u64 {
+                    node.connections_refused.fetch_add(1, Relaxed);
+                    drop(stream);
+                    continue;
+                }
+                let Ok(stream) = stream.into_std() else { continue };
+                node.connections_opened.fetch_add(1, Relaxed);
+                let target = next % loops.len();
+                next = next.wrapping_add(1);
+                if let Some(sender) = loops.get(target) {
+                    let _ = sender.send(stream);
+                }
+            }
+        }
+    }
+}
+
+fn event_loop(node: Arc<Node>, mut receiver: mpsc::UnboundedReceiver<std::net::TcpStream>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start event loop");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        while let Some(stream) = receiver.recv().await {
+            match tokio::net::TcpStream::from_std(stream) {
+                Ok(stream) => {
+                    tokio::task::spawn_local(connection::serve(node.clone(), stream));
+                }
+                Err(error) => {
+                    node.connections_closed.fetch_add(1, Relaxed);
+                    tracing::warn!(%error, "cannot adopt connection");
+                }
+            }
+        }
+    });
+}

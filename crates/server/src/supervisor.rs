@@ -1,0 +1,79 @@
+//! The background supervisor: once a second it runs each namespace's
+//! expiry and eviction sweep when its nsup-period is due, and watches the
+//! machine's free memory so writes stop before the node could be OOM-killed.
+
+use crate::node::{system_memory_bytes, Node};
+use bolide_types::now_citrusleaf_seconds;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TICK: Duration = Duration::from_secs(1);
+
+pub fn start(node: Arc<Node>) {
+    let spawned = std::thread::Builder::new()
+        .name("supervisor".into())
+        .spawn(move || run(&node));
+    if let Err(error) = spawned {
+        tracing::error!(%error, "cannot start supervisor: records will not expire");
+    }
+}
+
+fn run(node: &Node) {
+    let mut last_sweep: Vec<Instant> = node
+        .store
+        .namespaces()
+        .iter()
+        .map(|_| Instant::now())
+        .collect();
+    loop {
+        std::thread::sleep(TICK);
+        guard_system_memory(node);
+        for (namespace, last) in node.store.namespaces().iter().zip(last_sweep.iter_mut()) {
+            let period = u64::from(namespace.config.nsup_period_seconds);
+            if period == 0 || last.elapsed() < Duration::from_secs(period) {
+                continue;
+            }
+            *last = Instant::now();
+            let started = Instant::now();
+            let report = namespace.sweep(now_citrusleaf_seconds());
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            namespace
+                .stats
+                .nsup_cycle_duration_ms
+                .store(elapsed_ms, Relaxed);
+            namespace.stats.nsup_cycles.fetch_add(1, Relaxed);
+            if report.expired > 0 || report.evicted > 0 {
+                tracing::info!(
+                    namespace = namespace.name(),
+                    expired = report.expired,
+                    evicted = report.evicted,
+                    elapsed_ms,
+                    "nsup cycle"
+                );
+            }
+        }
+    }
+}
+
+/// Stops writes on every namespace while the machine's used memory is
+/// above `stop-writes-sys-memory-pct`.
+fn guard_system_memory(node: &Node) {
+    let (total, available) = system_memory_bytes();
+    if total == 0 {
+        return;
+    }
+    let used_pct = (total - available.min(total)) * 100 / total;
+    let stop = used_pct >= u64::from(node.config.stop_writes_sys_memory_pct);
+    for namespace in node.store.namespaces() {
+        if namespace.system_memory_stop() != stop {
+            tracing::warn!(
+                namespace = namespace.name(),
+                used_pct,
+                stop,
+                "system memory stop-writes changed"
+            );
+        }
+        namespace.set_system_memory_stop(stop);
+    }
+}

@@ -1,0 +1,459 @@
+//! The primary index of one partition: digest → record metadata and data.
+//!
+//! An open-addressing hash table with linear probing, laid out as parallel
+//! arrays (one byte of tag, the 20-byte digest, metadata, record pointer), so
+//! a slot costs exactly [`SLOT_BYTES`] = 43 bytes with no padding. The
+//! digest is already uniformly random, so its bytes are the hash.
+//!
+//! Capacity is not a power of two: the table grows by 1.3× when it is 85%
+//! full and shrinks when under 30%, so it stays 65–85% full and the index
+//! costs about 43 / 0.75 ≈ 57 bytes per record (the anchor's figure is 64).
+//! Deletion shifts later slots back, so there are no tombstones.
+//!
+//! ```text
+//! slot i:  tags[i]      u8        0 = empty, else 0x80 | 7 hash bits
+//!          digests[i]   [u8; 20]
+//!          generations[i] u16
+//!          void_times[i]  u32     seconds since 2010-01-01, 0 = never
+//!          stamps[i]      u64     last-update ms (low 48 bits) | set id << 48
+//!          records[i]     8 bytes thin pointer to the record's bytes
+//! ```
+
+use crate::blob::RecordBlob;
+use bolide_types::Digest;
+
+/// Bytes of index memory per slot.
+pub const SLOT_BYTES: usize = 1 + 20 + 2 + 4 + 8 + 8;
+
+const LOAD_MAX_PERCENT: usize = 85;
+const LOAD_MIN_PERCENT: usize = 30;
+const GROWTH_NUMERATOR: usize = 13;
+const GROWTH_DENOMINATOR: usize = 10;
+const CAPACITY_MIN: usize = 8;
+const LAST_UPDATE_MASK: u64 = (1 << 48) - 1;
+
+/// A record's metadata as the index holds it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordMeta {
+    /// Bumped by every write; 1..=65535, wraps to 1.
+    pub generation: u16,
+    /// Expiry, seconds since 2010-01-01; 0 = never.
+    pub void_time: u32,
+    /// Milliseconds since 2010-01-01 of the last write.
+    pub last_update_ms: u64,
+    /// 0 = no set.
+    pub set_id: u16,
+}
+
+impl RecordMeta {
+    /// Whether the record is past its void time at `now` (citrusleaf seconds).
+    #[inline]
+    pub fn is_expired(&self, now: u32) -> bool {
+        self.void_time != 0 && self.void_time <= now
+    }
+
+    fn stamp(&self) -> u64 {
+        (self.last_update_ms & LAST_UPDATE_MASK) | (u64::from(self.set_id) << 48)
+    }
+}
+
+/// One partition's index.
+#[derive(Default)]
+pub struct IndexTable {
+    tags: Vec<u8>,
+    digests: Vec<[u8; 20]>,
+    generations: Vec<u16>,
+    void_times: Vec<u32>,
+    stamps: Vec<u64>,
+    records: Vec<Option<RecordBlob>>,
+    len: usize,
+}
+
+/// A borrowed view of one occupied slot.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry<'t> {
+    pub digest: &'t [u8; 20],
+    pub meta: RecordMeta,
+    pub record: &'t [u8],
+}
+
+impl IndexTable {
+    pub fn new() -> IndexTable {
+        IndexTable::default()
+    }
+
+    /// Records in the table.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Slots allocated.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.tags.len()
+    }
+
+    /// Index memory in bytes (slots × slot size).
+    #[inline]
+    pub fn index_bytes(&self) -> usize {
+        self.capacity() * SLOT_BYTES
+    }
+
+    /// Looks a digest up.
+    // PERF: hot path.
+    #[inline]
+    pub fn get(&self, digest: &Digest) -> Option<Entry<'_>> {
+        let slot = self.find(digest)?;
+        Some(self.entry(slot))
+    }
+
+    /// Inserts or replaces a record; returns the old record's metadata and
+    /// bytes if there was one.
+    pub fn upsert(
+        &mut self,
+        digest: &Digest,
+        meta: RecordMeta,
+        record: RecordBlob,
+    ) -> Option<(RecordMeta, RecordBlob)> {
+        if let Some(slot) = self.find(digest) {
+            let old_meta = self.meta(slot);
+            self.set_meta(slot, meta);
+            let old = self.records.get_mut(slot).and_then(|r| r.replace(record));
+            return old.map(|blob| (old_meta, blob));
+        }
+        if (self.len + 1) * 100 > self.capacity() * LOAD_MAX_PERCENT {
+            let grown = (self.capacity() * GROWTH_NUMERATOR / GROWTH_DENOMINATOR).max(CAPACITY_MIN);
+            self.resize(grown.max(self.capacity() + 1));
+        }
+        let slot = self.vacant_slot_for(digest);
+        self.fill(slot, digest, meta, record);
+        self.len += 1;
+        assert!(self.len <= self.capacity());
+        None
+    }
+
+    /// Changes a present record's metadata only (touch).
+    pub fn set_meta_of(&mut self, digest: &Digest, meta: RecordMeta) -> bool {
+        match self.find(digest) {
+            Some(slot) => {
+                self.set_meta(slot, meta);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes a record, returning its metadata and bytes.
+    pub fn remove(&mut self, digest: &Digest) -> Option<(RecordMeta, RecordBlob)> {
+        let slot = self.find(digest)?;
+        let meta = self.meta(slot);
+        let record = self.records.get_mut(slot).and_then(Option::take);
+        self.vacate(slot);
+        self.len -= 1;
+        if self.capacity() > CAPACITY_MIN * 2 && self.len * 100 < self.capacity() * LOAD_MIN_PERCENT
+        {
+            let target = (self.len * 100 / 70).max(CAPACITY_MIN);
+            self.resize(target);
+        }
+        record.map(|blob| (meta, blob))
+    }
+
+    /// Digests of records for which `predicate(meta)` holds.
+    pub fn select(&self, mut predicate: impl FnMut(&RecordMeta) -> bool) -> Vec<Digest> {
+        (0..self.capacity())
+            .filter(|&slot| self.tags.get(slot).is_some_and(|&t| t != 0))
+            .filter(|&slot| predicate(&self.meta(slot)))
+            .filter_map(|slot| self.digests.get(slot).map(|d| Digest(*d)))
+            .collect()
+    }
+
+    /// Visits every record.
+    pub fn for_each(&self, mut visit: impl FnMut(Entry<'_>)) {
+        for slot in 0..self.capacity() {
+            if self.tags.get(slot).is_some_and(|&t| t != 0) {
+                visit(self.entry(slot));
+            }
+        }
+    }
+
+    // --- private: probing ---
+
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        ((u128::from(hash) * self.capacity() as u128) >> 64) as usize
+    }
+
+    #[inline]
+    fn tag(hash: u64) -> u8 {
+        0x80 | (hash as u8 & 0x7f)
+    }
+
+    #[inline]
+    fn find(&self, digest: &Digest) -> Option<usize> {
+        let capacity = self.capacity();
+        if capacity == 0 {
+            return None;
+        }
+        let hash = digest.hash_bits();
+        let tag = Self::tag(hash);
+        let mut slot = self.home(hash);
+        // The table is never full, so an empty slot ends every probe.
+        for _ in 0..capacity {
+            let slot_tag = *self.tags.get(slot)?;
+            if slot_tag == 0 {
+                return None;
+            }
+            if slot_tag == tag && self.digests.get(slot) == Some(&digest.0) {
+                return Some(slot);
+            }
+            slot += 1;
+            if slot == capacity {
+                slot = 0;
+            }
+        }
+        None
+    }
+
+    fn vacant_slot_for(&self, digest: &Digest) -> usize {
+        let capacity = self.capacity();
+        let mut slot = self.home(digest.hash_bits());
+        while self.tags.get(slot).is_some_and(|&t| t != 0) {
+            slot += 1;
+            if slot == capacity {
+                slot = 0;
+            }
+        }
+        slot
+    }
+
+    fn fill(&mut self, slot: usize, digest: &Digest, meta: RecordMeta, record: RecordBlob) {
+        assert!(self.tags.get(slot) == Some(&0), "filling an occupied slot");
+        if let Some(t) = self.tags.get_mut(slot) {
+            *t = Self::tag(digest.hash_bits());
+        }
+        if let Some(d) = self.digests.get_mut(slot) {
+            *d = digest.0;
+        }
+        self.set_meta(slot, meta);
+        if let Some(r) = self.records.get_mut(slot) {
+            *r = Some(record);
+        }
+    }
+
+    /// Empties `slot` and shifts following entries back so that every
+    /// entry stays reachable from its home without tombstones.
+    fn vacate(&mut self, mut hole: usize) {
+        let capacity = self.capacity();
+        let mut next = hole;
+        loop {
+            next += 1;
+            if next == capacity {
+                next = 0;
+            }
+            if self.tags.get(next).is_none_or(|&t| t == 0) {
+                break;
+            }
+            let home = self
+                .digests
+                .get(next)
+                .map_or(next, |d| self.home(Digest(*d).hash_bits()));
+            // The entry at `next` may move to `hole` if its home is not in the
+            // cyclic range (hole, next].
+            let stays = if hole <= next {
+                hole < home && home <= next
+            } else {
+                hole < home || home <= next
+            };
+            if !stays {
+                self.move_slot(next, hole);
+                hole = next;
+            }
+        }
+        if let Some(t) = self.tags.get_mut(hole) {
+            *t = 0;
+        }
+    }
+
+    fn move_slot(&mut self, from: usize, to: usize) {
+        self.tags.swap(from, to);
+        self.digests.swap(from, to);
+        self.generations.swap(from, to);
+        self.void_times.swap(from, to);
+        self.stamps.swap(from, to);
+        self.records.swap(from, to);
+    }
+
+    fn resize(&mut self, capacity: usize) {
+        assert!(capacity > self.len);
+        let old = std::mem::take(self);
+        self.tags = vec![0; capacity];
+        self.digests = vec![[0; 20]; capacity];
+        self.generations = vec![0; capacity];
+        self.void_times = vec![0; capacity];
+        self.stamps = vec![0; capacity];
+        self.records = std::iter::repeat_with(|| None).take(capacity).collect();
+        self.len = old.len;
+        let IndexTable {
+            tags,
+            digests,
+            generations,
+            void_times,
+            stamps,
+            records,
+            ..
+        } = old;
+        let slots = tags
+            .into_iter()
+            .zip(digests)
+            .zip(generations)
+            .zip(void_times)
+            .zip(stamps)
+            .zip(records);
+        for (((((tag, digest), generation), void_time), stamp), record) in slots {
+            if tag == 0 {
+                continue;
+            }
+            let Some(record) = record else { continue };
+            let digest = Digest(digest);
+            let slot = self.vacant_slot_for(&digest);
+            let meta = RecordMeta {
+                generation,
+                void_time,
+                last_update_ms: stamp & LAST_UPDATE_MASK,
+                set_id: (stamp >> 48) as u16,
+            };
+            self.fill(slot, &digest, meta, record);
+        }
+    }
+
+    // --- private: slot access ---
+
+    #[inline]
+    fn meta(&self, slot: usize) -> RecordMeta {
+        let stamp = self.stamps.get(slot).copied().unwrap_or(0);
+        RecordMeta {
+            generation: self.generations.get(slot).copied().unwrap_or(0),
+            void_time: self.void_times.get(slot).copied().unwrap_or(0),
+            last_update_ms: stamp & LAST_UPDATE_MASK,
+            set_id: (stamp >> 48) as u16,
+        }
+    }
+
+    fn set_meta(&mut self, slot: usize, meta: RecordMeta) {
+        if let Some(g) = self.generations.get_mut(slot) {
+            *g = meta.generation;
+        }
+        if let Some(v) = self.void_times.get_mut(slot) {
+            *v = meta.void_time;
+        }
+        if let Some(s) = self.stamps.get_mut(slot) {
+            *s = meta.stamp();
+        }
+    }
+
+    #[inline]
+    fn entry(&self, slot: usize) -> Entry<'_> {
+        const EMPTY: [u8; 20] = [0; 20];
+        Entry {
+            digest: self.digests.get(slot).unwrap_or(&EMPTY),
+            meta: self.meta(slot),
+            record: self
+                .records
+                .get(slot)
+                .and_then(Option::as_ref)
+                .map_or(&[], RecordBlob::as_bytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    fn digest(n: u64) -> Digest {
+        // Spread like real digests: mix n into all bytes.
+        let mut bytes = [0u8; 20];
+        let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+        for chunk in bytes.chunks_mut(8) {
+            x ^= x >> 31;
+            x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            let b = x.to_le_bytes();
+            chunk.copy_from_slice(&b[..chunk.len()]);
+        }
+        Digest(bytes)
+    }
+
+    fn meta(generation: u16) -> RecordMeta {
+        RecordMeta {
+            generation,
+            void_time: 7,
+            last_update_ms: 123_456,
+            set_id: 3,
+        }
+    }
+
+    #[test]
+    fn insert_get_remove() {
+        let mut table = IndexTable::new();
+        for n in 0..10_000 {
+            assert!(table
+                .upsert(&digest(n), meta(1), RecordBlob::new(&n.to_le_bytes()))
+                .is_none());
+        }
+        assert_eq!(table.len(), 10_000);
+        for n in 0..10_000 {
+            let entry = table.get(&digest(n)).expect("present");
+            assert_eq!(entry.record, n.to_le_bytes());
+            assert_eq!(entry.meta, meta(1));
+        }
+        for n in (0..10_000).step_by(2) {
+            assert!(table.remove(&digest(n)).is_some());
+        }
+        for n in 0..10_000 {
+            assert_eq!(table.get(&digest(n)).is_some(), n % 2 == 1, "digest {n}");
+        }
+        let load = table.len() as f64 / table.capacity() as f64;
+        assert!(load > 0.29 && load <= 0.85, "load {load}");
+    }
+
+    #[test]
+    fn slot_costs_forty_three_bytes() {
+        assert_eq!(SLOT_BYTES, 43);
+    }
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_hash_map(ops in prop::collection::vec((0u64..200, 0u8..3), 1..2000)) {
+            let mut table = IndexTable::new();
+            let mut model: HashMap<u64, u16> = HashMap::new();
+            for (key, action) in ops {
+                let d = digest(key);
+                match action {
+                    0 | 1 => {
+                        let generation = model.get(&key).map_or(1, |g| g.wrapping_add(1).max(1));
+                        let old = table.upsert(&d, meta(generation), RecordBlob::new(&key.to_be_bytes()));
+                        prop_assert_eq!(old.map(|(m, _)| m.generation), model.insert(key, generation));
+                    }
+                    _ => {
+                        let old = table.remove(&d);
+                        prop_assert_eq!(old.map(|(m, _)| m.generation), model.remove(&key));
+                    }
+                }
+                prop_assert_eq!(table.len(), model.len());
+            }
+            for (key, generation) in &model {
+                let entry = table.get(&digest(*key));
+                prop_assert!(entry.is_some());
+                prop_assert_eq!(entry.map(|e| e.meta.generation), Some(*generation));
+            }
+        }
+    }
+}

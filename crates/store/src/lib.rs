@@ -1,0 +1,50 @@
+//! The store: namespaces, their 4096 partitions, the primary index of each
+//! partition, record bytes, expiry and eviction.
+//!
+//! It knows nothing of sockets or the wire format; it depends on
+//! `bolide-types` only. The transaction layer above decides what a request
+//! does and calls into partitions here.
+#![deny(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+
+pub mod blob;
+pub mod index;
+pub mod namespace;
+pub mod record;
+
+pub use blob::RecordBlob;
+pub use index::{Entry, IndexTable, RecordMeta, SLOT_BYTES};
+pub use namespace::{
+    Namespace, NamespaceConfig, PartitionWriter, SetError, StorageEngine, SweepReport,
+};
+pub use record::{Bin, RecordView};
+
+use std::sync::Arc;
+
+/// All namespaces of a node.
+pub struct Store {
+    namespaces: Vec<Arc<Namespace>>,
+}
+
+impl Store {
+    pub fn new(configs: Vec<NamespaceConfig>) -> Store {
+        Store {
+            namespaces: configs
+                .into_iter()
+                .map(|c| Arc::new(Namespace::new(c)))
+                .collect(),
+        }
+    }
+
+    /// The namespace named `name` (raw bytes from the wire).
+    #[inline]
+    pub fn namespace(&self, name: &[u8]) -> Option<&Arc<Namespace>> {
+        self.namespaces
+            .iter()
+            .find(|ns| ns.name().as_bytes() == name)
+    }
+
+    pub fn namespaces(&self) -> &[Arc<Namespace>] {
+        &self.namespaces
+    }
+}

@@ -1,0 +1,497 @@
+//! A namespace: its configuration, 4096 partitions each owning its part of
+//! the primary index under its own lock, its sets, and live statistics.
+
+use crate::blob::RecordBlob;
+use crate::index::{IndexTable, RecordMeta};
+use bolide_types::{Digest, PARTITION_COUNT};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+/// Most sets a namespace may hold (set id 0 means "no set").
+pub const SETS_MAX: usize = 1023;
+
+/// How a namespace keeps its records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StorageEngine {
+    Memory,
+}
+
+/// A namespace's configuration, as the config file or defaults give it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceConfig {
+    pub name: String,
+    pub replication_factor: u32,
+    pub default_ttl_seconds: u32,
+    pub nsup_period_seconds: u32,
+    pub allow_ttl_without_nsup: bool,
+    pub max_record_size_bytes: usize,
+    /// The memory budget for index + data.
+    pub memory_size_bytes: u64,
+    /// Writes stop above this share of `memory_size_bytes`.
+    pub stop_writes_used_percent: u32,
+    /// Eviction starts above this share of `memory_size_bytes`; 0 = never.
+    pub evict_used_percent: u32,
+    /// Share of evictable records removed per sweep, in tenths of a percent.
+    pub evict_tenths_percent: u32,
+    pub storage_engine: StorageEngine,
+}
+
+impl NamespaceConfig {
+    /// The defaults of a namespace named `name`.
+    pub fn with_name(name: &str) -> NamespaceConfig {
+        NamespaceConfig {
+            name: name.to_owned(),
+            replication_factor: 1,
+            default_ttl_seconds: 0,
+            nsup_period_seconds: 120,
+            allow_ttl_without_nsup: false,
+            max_record_size_bytes: 1024 * 1024,
+            memory_size_bytes: 4 * 1024 * 1024 * 1024,
+            stop_writes_used_percent: 70,
+            evict_used_percent: 0,
+            evict_tenths_percent: 5,
+            storage_engine: StorageEngine::Memory,
+        }
+    }
+}
+
+/// Live counters of a namespace. Relaxed atomics: they are statistics.
+#[derive(Default)]
+pub struct NamespaceStats {
+    pub objects: AtomicI64,
+    pub data_used_bytes: AtomicI64,
+    pub index_used_bytes: AtomicI64,
+    pub expired_objects: AtomicU64,
+    pub evicted_objects: AtomicU64,
+    pub client_read_success: AtomicU64,
+    pub client_read_not_found: AtomicU64,
+    pub client_read_error: AtomicU64,
+    pub client_write_success: AtomicU64,
+    pub client_write_error: AtomicU64,
+    pub client_delete_success: AtomicU64,
+    pub client_delete_not_found: AtomicU64,
+    pub client_delete_error: AtomicU64,
+    pub fail_generation: AtomicU64,
+    pub fail_key_busy: AtomicU64,
+    pub fail_record_too_big: AtomicU64,
+    pub fail_out_of_space: AtomicU64,
+    pub nsup_cycle_duration_ms: AtomicU64,
+    pub nsup_cycles: AtomicU64,
+}
+
+/// Per-set statistics.
+#[derive(Default)]
+pub struct SetStats {
+    pub name: OnceLock<Box<str>>,
+    pub objects: AtomicI64,
+    pub data_used_bytes: AtomicI64,
+}
+
+/// One partition: its part of the primary index under one lock.
+#[derive(Default)]
+pub struct Partition {
+    table: RwLock<IndexTable>,
+}
+
+/// A namespace and everything it holds.
+pub struct Namespace {
+    pub config: NamespaceConfig,
+    pub stats: NamespaceStats,
+    partitions: Box<[Partition]>,
+    set_ids: RwLock<HashMap<Box<[u8]>, u16>>,
+    sets: Box<[SetStats]>,
+    system_memory_stop: AtomicBool,
+}
+
+/// Why a set could not be named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetError {
+    /// More than [`SETS_MAX`] sets.
+    TooMany,
+    /// Name too long or not UTF-8.
+    BadName,
+}
+
+/// What one expiry/eviction sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    pub expired: u64,
+    pub evicted: u64,
+}
+
+impl Namespace {
+    pub fn new(config: NamespaceConfig) -> Namespace {
+        let partitions = std::iter::repeat_with(Partition::default)
+            .take(PARTITION_COUNT)
+            .collect();
+        let sets = std::iter::repeat_with(SetStats::default)
+            .take(SETS_MAX + 1)
+            .collect();
+        Namespace {
+            config,
+            stats: NamespaceStats::default(),
+            partitions,
+            set_ids: RwLock::new(HashMap::new()),
+            sets,
+            system_memory_stop: AtomicBool::new(false),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Read access to the partition owning `digest`.
+    // PERF: hot path.
+    #[inline]
+    pub fn read(&self, digest: &Digest) -> RwLockReadGuard<'_, IndexTable> {
+        self.partition(digest).table.read()
+    }
+
+    /// Write access to the partition owning `digest`; all changes go through
+    /// the returned writer so statistics stay exact.
+    // PERF: hot path.
+    #[inline]
+    pub fn write(&self, digest: &Digest) -> PartitionWriter<'_> {
+        PartitionWriter {
+            namespace: self,
+            table: self.partition(digest).table.write(),
+        }
+    }
+
+    /// Read access to partition `index` (0..4096), for sweeps and scans.
+    pub fn read_partition(&self, index: usize) -> Option<RwLockReadGuard<'_, IndexTable>> {
+        self.partitions.get(index).map(|p| p.table.read())
+    }
+
+    /// The id of set `name`, registering it if new. Empty name = no set (0).
+    pub fn set_id(&self, name: &[u8]) -> Result<u16, SetError> {
+        if name.is_empty() {
+            return Ok(0);
+        }
+        if let Some(&id) = self.set_ids.read().get(name) {
+            return Ok(id);
+        }
+        if name.len() > bolide_types::SET_NAME_BYTES_MAX {
+            return Err(SetError::BadName);
+        }
+        let text = std::str::from_utf8(name).map_err(|_| SetError::BadName)?;
+        let mut ids = self.set_ids.write();
+        if let Some(&id) = ids.get(name) {
+            return Ok(id);
+        }
+        let id = ids.len() + 1;
+        if id > SETS_MAX {
+            return Err(SetError::TooMany);
+        }
+        let stats = self.sets.get(id).ok_or(SetError::TooMany)?;
+        let _ = stats.name.set(text.into());
+        ids.insert(name.into(), id as u16);
+        Ok(id as u16)
+    }
+
+    /// The id of an existing set, without registering.
+    pub fn existing_set_id(&self, name: &[u8]) -> Option<u16> {
+        if name.is_empty() {
+            return Some(0);
+        }
+        self.set_ids.read().get(name).copied()
+    }
+
+    /// Name of set `id`.
+    pub fn set_name(&self, id: u16) -> Option<&str> {
+        self.sets
+            .get(usize::from(id))
+            .and_then(|s| s.name.get())
+            .map(|n| &**n)
+    }
+
+    /// Statistics of every registered set, in id order.
+    pub fn sets(&self) -> impl Iterator<Item = (&str, &SetStats)> {
+        self.sets
+            .iter()
+            .skip(1)
+            .filter_map(|s| s.name.get().map(|n| (&**n, s)))
+    }
+
+    /// Index + data bytes in use.
+    pub fn memory_used_bytes(&self) -> u64 {
+        let data = self.stats.data_used_bytes.load(Relaxed).max(0) as u64;
+        let index = self.stats.index_used_bytes.load(Relaxed).max(0) as u64;
+        data + index
+    }
+
+    /// Whether writes must be refused: the namespace is over its
+    /// stop-writes share of memory, or the machine is nearly out of memory.
+    #[inline]
+    pub fn is_stop_writes(&self) -> bool {
+        let limit =
+            self.config.memory_size_bytes / 100 * u64::from(self.config.stop_writes_used_percent);
+        self.memory_used_bytes() >= limit || self.system_memory_stop.load(Relaxed)
+    }
+
+    /// Set by the node when the machine's free memory runs low.
+    pub fn set_system_memory_stop(&self, stop: bool) {
+        self.system_memory_stop.store(stop, Relaxed);
+    }
+
+    /// Whether the machine-memory guard is on.
+    pub fn system_memory_stop(&self) -> bool {
+        self.system_memory_stop.load(Relaxed)
+    }
+
+    /// Removes expired records, then evicts the records closest to expiry
+    /// if memory use is over the eviction mark. Works partition by
+    /// partition, holding each lock briefly.
+    pub fn sweep(&self, now: u32) -> SweepReport {
+        let mut report = SweepReport::default();
+        for partition in self.partitions.iter() {
+            let expired = partition.table.read().select(|meta| meta.is_expired(now));
+            if expired.is_empty() {
+                continue;
+            }
+            let mut writer = PartitionWriter {
+                namespace: self,
+                table: partition.table.write(),
+            };
+            for digest in expired {
+                // Re-check under the write lock: a write may have renewed it.
+                if writer
+                    .table
+                    .get(&digest)
+                    .is_some_and(|e| e.meta.is_expired(now))
+                {
+                    writer.remove(&digest);
+                    report.expired += 1;
+                }
+            }
+        }
+        self.stats
+            .expired_objects
+            .fetch_add(report.expired, Relaxed);
+        report.evicted = self.evict_if_needed(now);
+        self.stats
+            .evicted_objects
+            .fetch_add(report.evicted, Relaxed);
+        report
+    }
+
+    fn evict_if_needed(&self, now: u32) -> u64 {
+        let percent = u64::from(self.config.evict_used_percent);
+        if percent == 0 || self.memory_used_bytes() < self.config.memory_size_bytes / 100 * percent
+        {
+            return 0;
+        }
+        // Find the void time below which evict-tenths-pct of the records
+        // that can expire lie, and remove those (never records without TTL).
+        let mut void_times: Vec<u32> = Vec::new();
+        for partition in self.partitions.iter() {
+            partition.table.read().for_each(|entry| {
+                if entry.meta.void_time != 0 {
+                    void_times.push(entry.meta.void_time);
+                }
+            });
+        }
+        if void_times.is_empty() {
+            return 0;
+        }
+        let share = (void_times.len() * self.config.evict_tenths_percent as usize / 1000).max(1);
+        let cut_index = share.min(void_times.len()) - 1;
+        let (_, &mut cutoff, _) = void_times.select_nth_unstable(cut_index);
+        let mut evicted = 0;
+        for partition in self.partitions.iter() {
+            let doomed = partition
+                .table
+                .read()
+                .select(|meta| meta.void_time != 0 && meta.void_time <= cutoff);
+            if doomed.is_empty() {
+                continue;
+            }
+            let mut writer = PartitionWriter {
+                namespace: self,
+                table: partition.table.write(),
+            };
+            for digest in doomed {
+                if writer
+                    .table
+                    .get(&digest)
+                    .is_some_and(|e| e.meta.void_time != 0 && e.meta.void_time <= cutoff)
+                {
+                    writer.remove(&digest);
+                    evicted += 1;
+                }
+            }
+        }
+        let _ = now;
+        evicted
+    }
+
+    #[inline]
+    fn partition(&self, digest: &Digest) -> &Partition {
+        // partition_id() < PARTITION_COUNT == partitions.len() by construction.
+        let index = digest.partition_id().index();
+        assert!(index < self.partitions.len());
+        &self.partitions[index]
+    }
+}
+
+/// Exclusive access to one partition that keeps namespace and set
+/// statistics in step with every change.
+pub struct PartitionWriter<'n> {
+    namespace: &'n Namespace,
+    table: RwLockWriteGuard<'n, IndexTable>,
+}
+
+impl<'n> PartitionWriter<'n> {
+    /// The partition's index, read-only.
+    #[inline]
+    pub fn table(&self) -> &IndexTable {
+        &self.table
+    }
+
+    /// Stores a record (new or replacing).
+    pub fn put(&mut self, digest: &Digest, meta: RecordMeta, record: RecordBlob) {
+        let index_before = self.table.index_bytes();
+        let new_bytes = record.len() as i64;
+        let set_id = meta.set_id;
+        let old = self.table.upsert(digest, meta, record);
+        let stats = &self.namespace.stats;
+        let (old_bytes, old_set) = match &old {
+            Some((old_meta, blob)) => (blob.len() as i64, Some(old_meta.set_id)),
+            None => {
+                stats.objects.fetch_add(1, Relaxed);
+                (0, None)
+            }
+        };
+        stats
+            .data_used_bytes
+            .fetch_add(new_bytes - old_bytes, Relaxed);
+        self.account_index(index_before);
+        if let Some(old_set) = old_set {
+            self.account_set(old_set, -1, -old_bytes);
+        }
+        self.account_set(set_id, 1, new_bytes);
+    }
+
+    /// Changes metadata only (touch).
+    pub fn set_meta(&mut self, digest: &Digest, meta: RecordMeta) -> bool {
+        self.table.set_meta_of(digest, meta)
+    }
+
+    /// Removes a record; whether it was there.
+    pub fn remove(&mut self, digest: &Digest) -> bool {
+        let index_before = self.table.index_bytes();
+        let Some((meta, blob)) = self.table.remove(digest) else {
+            return false;
+        };
+        let bytes = blob.len() as i64;
+        drop(blob);
+        self.namespace.stats.objects.fetch_sub(1, Relaxed);
+        self.namespace
+            .stats
+            .data_used_bytes
+            .fetch_sub(bytes, Relaxed);
+        self.account_index(index_before);
+        self.account_set(meta.set_id, -1, -bytes);
+        true
+    }
+
+    fn account_index(&self, before: usize) {
+        let after = self.table.index_bytes();
+        if after != before {
+            self.namespace
+                .stats
+                .index_used_bytes
+                .fetch_add(after as i64 - before as i64, Relaxed);
+        }
+    }
+
+    fn account_set(&self, set_id: u16, objects: i64, bytes: i64) {
+        if set_id == 0 {
+            return;
+        }
+        if let Some(set) = self.namespace.sets.get(usize::from(set_id)) {
+            set.objects.fetch_add(objects, Relaxed);
+            set.data_used_bytes.fetch_add(bytes, Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(n: u32) -> Digest {
+        let mut bytes = [0u8; 20];
+        bytes[..4].copy_from_slice(&n.to_le_bytes());
+        bytes[4..8].copy_from_slice(&n.wrapping_mul(2_654_435_761).to_le_bytes());
+        Digest(bytes)
+    }
+
+    #[test]
+    fn statistics_follow_puts_and_removes() {
+        let namespace = Namespace::new(NamespaceConfig::with_name("test"));
+        let set = namespace.set_id(b"demo").expect("set");
+        for n in 0..100 {
+            let meta = RecordMeta {
+                generation: 1,
+                set_id: set,
+                ..RecordMeta::default()
+            };
+            namespace
+                .write(&digest(n))
+                .put(&digest(n), meta, RecordBlob::new(&[0; 10]));
+        }
+        assert_eq!(namespace.stats.objects.load(Relaxed), 100);
+        assert_eq!(namespace.stats.data_used_bytes.load(Relaxed), 1000);
+        assert!(namespace.stats.index_used_bytes.load(Relaxed) > 0);
+        let (_, stats) = namespace.sets().next().expect("one set");
+        assert_eq!(stats.objects.load(Relaxed), 100);
+        for n in 0..100 {
+            assert!(namespace.write(&digest(n)).remove(&digest(n)));
+        }
+        assert_eq!(namespace.stats.objects.load(Relaxed), 0);
+        assert_eq!(namespace.stats.data_used_bytes.load(Relaxed), 0);
+        assert_eq!(stats.objects.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn sweep_removes_only_expired() {
+        let namespace = Namespace::new(NamespaceConfig::with_name("test"));
+        for n in 0..50 {
+            let void_time = if n % 2 == 0 { 100 } else { 0 };
+            let meta = RecordMeta {
+                generation: 1,
+                void_time,
+                ..RecordMeta::default()
+            };
+            namespace
+                .write(&digest(n))
+                .put(&digest(n), meta, RecordBlob::new(b"x"));
+        }
+        let report = namespace.sweep(100);
+        assert_eq!(report.expired, 25);
+        assert_eq!(namespace.stats.objects.load(Relaxed), 25);
+    }
+
+    #[test]
+    fn stop_writes_at_the_configured_share() {
+        let mut config = NamespaceConfig::with_name("test");
+        config.memory_size_bytes = 100_000;
+        config.stop_writes_used_percent = 50;
+        let namespace = Namespace::new(config);
+        let mut n = 0;
+        while !namespace.is_stop_writes() {
+            namespace.write(&digest(n)).put(
+                &digest(n),
+                RecordMeta::default(),
+                RecordBlob::new(&[0; 1000]),
+            );
+            n += 1;
+            assert!(n < 1000);
+        }
+        assert!(namespace.memory_used_bytes() >= 50_000);
+    }
+}

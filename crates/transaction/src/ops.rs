@@ -1,0 +1,212 @@
+//! Bin-level modify semantics: write, increment, append, prepend.
+
+use bolide_types::{particle, ResultCode};
+use bolide_wire::op_type;
+use std::borrow::Cow;
+
+/// A bin while a write is being applied: name borrowed from the request or
+/// the stored record, value borrowed or newly computed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkBin<'a> {
+    pub name: &'a [u8],
+    pub particle_type: u8,
+    pub value: Cow<'a, [u8]>,
+}
+
+/// Whether `op` is an op type the protocol defines.
+pub fn is_known(op: u8) -> bool {
+    matches!(op, 1..=5 | 7..=16)
+}
+
+/// Whether `op` is a read-type op (allowed without info2 WRITE).
+pub fn is_readable(op: u8) -> bool {
+    matches!(op, 1 | 3 | 7 | 12 | 15)
+}
+
+/// Validates a value arriving in a write and brings it into stored form
+/// (integers widened to 8 bytes big-endian).
+pub fn stored_value(particle_type: u8, value: &[u8]) -> Result<Cow<'_, [u8]>, ResultCode> {
+    match particle_type {
+        particle::INTEGER if value.len() == 8 => Ok(Cow::Borrowed(value)),
+        particle::INTEGER => Ok(Cow::Owned(integer_from_wire(value)?.to_be_bytes().to_vec())),
+        particle::FLOAT if value.len() != 8 => Err(ResultCode::Parameter),
+        particle::BOOL if value.len() != 1 => Err(ResultCode::Parameter),
+        particle::GEOJSON if value.len() < 3 => Err(ResultCode::Parameter),
+        other if particle::is_storable(other) => Ok(Cow::Borrowed(value)),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// An integer of 1, 2, 4 or 8 big-endian bytes (shorter forms unsigned, as
+/// the real server reads them).
+pub fn integer_from_wire(value: &[u8]) -> Result<i64, ResultCode> {
+    match value.len() {
+        1 | 2 | 4 => Ok(value.iter().fold(0i64, |acc, &b| (acc << 8) | i64::from(b))),
+        8 => {
+            let mut eight = [0u8; 8];
+            eight.copy_from_slice(value);
+            Ok(i64::from_be_bytes(eight))
+        }
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+fn float_from_wire(value: &[u8]) -> Result<f64, ResultCode> {
+    let eight: [u8; 8] = value.try_into().map_err(|_| ResultCode::Parameter)?;
+    Ok(f64::from_be_bytes(eight))
+}
+
+/// INCR: adds an integer to an integer bin (wrapping) or a float to a float
+/// bin; a missing bin starts from the value.
+pub fn increment(
+    current: Option<&WorkBin<'_>>,
+    particle_type: u8,
+    value: &[u8],
+) -> Result<(u8, Vec<u8>), ResultCode> {
+    match particle_type {
+        particle::INTEGER => {
+            let delta = integer_from_wire(value)?;
+            let base = match current {
+                None => 0,
+                Some(bin) if bin.particle_type == particle::INTEGER => {
+                    integer_from_wire(&bin.value)?
+                }
+                Some(_) => return Err(ResultCode::IncompatibleType),
+            };
+            Ok((
+                particle::INTEGER,
+                base.wrapping_add(delta).to_be_bytes().to_vec(),
+            ))
+        }
+        particle::FLOAT => {
+            let delta = float_from_wire(value)?;
+            let base = match current {
+                None => 0.0,
+                Some(bin) if bin.particle_type == particle::FLOAT => float_from_wire(&bin.value)?,
+                Some(_) => return Err(ResultCode::IncompatibleType),
+            };
+            Ok((particle::FLOAT, (base + delta).to_be_bytes().to_vec()))
+        }
+        _ => Err(ResultCode::IncompatibleType),
+    }
+}
+
+/// APPEND / PREPEND: strings to strings, blobs to blobs of the same type.
+pub fn concatenate(
+    current: Option<&WorkBin<'_>>,
+    op: u8,
+    particle_type: u8,
+    value: &[u8],
+) -> Result<(u8, Vec<u8>), ResultCode> {
+    if particle_type != particle::STRING && !particle::is_blob(particle_type) {
+        return Err(ResultCode::IncompatibleType);
+    }
+    let Some(bin) = current else {
+        return Ok((particle_type, value.to_vec()));
+    };
+    if bin.particle_type != particle_type {
+        return Err(ResultCode::IncompatibleType);
+    }
+    let mut joined = Vec::with_capacity(bin.value.len() + value.len());
+    if op == op_type::APPEND {
+        joined.extend_from_slice(&bin.value);
+        joined.extend_from_slice(value);
+    } else {
+        joined.extend_from_slice(value);
+        joined.extend_from_slice(&bin.value);
+    }
+    Ok((particle_type, joined))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bin(particle_type: u8, value: &[u8]) -> WorkBin<'_> {
+        WorkBin {
+            name: b"b",
+            particle_type,
+            value: Cow::Borrowed(value),
+        }
+    }
+
+    #[test]
+    fn integers_widen_and_wrap() {
+        assert_eq!(
+            stored_value(particle::INTEGER, &[0x01, 0x00]).map(|v| v.to_vec()),
+            Ok(256i64.to_be_bytes().to_vec())
+        );
+        assert_eq!(
+            stored_value(particle::INTEGER, &[1, 2, 3]),
+            Err(ResultCode::Parameter)
+        );
+        let max = i64::MAX.to_be_bytes();
+        let (_, sum) = increment(
+            Some(&bin(particle::INTEGER, &max)),
+            particle::INTEGER,
+            &1i64.to_be_bytes(),
+        )
+        .expect("adds");
+        assert_eq!(sum, i64::MIN.to_be_bytes());
+    }
+
+    #[test]
+    fn incompatible_types_are_refused() {
+        assert_eq!(
+            increment(
+                Some(&bin(particle::STRING, b"x")),
+                particle::INTEGER,
+                &1i64.to_be_bytes()
+            ),
+            Err(ResultCode::IncompatibleType)
+        );
+        assert_eq!(
+            increment(
+                Some(&bin(particle::INTEGER, &[0; 8])),
+                particle::FLOAT,
+                &1f64.to_be_bytes()
+            ),
+            Err(ResultCode::IncompatibleType)
+        );
+        assert_eq!(
+            concatenate(
+                Some(&bin(particle::BLOB, b"x")),
+                op_type::APPEND,
+                particle::STRING,
+                b"y"
+            ),
+            Err(ResultCode::IncompatibleType)
+        );
+        assert_eq!(
+            concatenate(
+                Some(&bin(particle::INTEGER, &[0; 8])),
+                op_type::APPEND,
+                particle::INTEGER,
+                &[0; 8]
+            ),
+            Err(ResultCode::IncompatibleType)
+        );
+    }
+
+    #[test]
+    fn append_and_prepend() {
+        let current = bin(particle::STRING, b"mid");
+        assert_eq!(
+            concatenate(Some(&current), op_type::APPEND, particle::STRING, b"-end"),
+            Ok((3, b"mid-end".to_vec()))
+        );
+        assert_eq!(
+            concatenate(
+                Some(&current),
+                op_type::PREPEND,
+                particle::STRING,
+                b"start-"
+            ),
+            Ok((3, b"start-mid".to_vec()))
+        );
+        assert_eq!(
+            concatenate(None, op_type::APPEND, particle::BLOB, b"new"),
+            Ok((4, b"new".to_vec()))
+        );
+    }
+}

@@ -1,0 +1,68 @@
+//! Reads: get (all bins, named bins), exists / header.
+
+use bolide_store::{Namespace, RecordView};
+use bolide_types::{now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX};
+use bolide_wire::message::MsgHeader;
+use bolide_wire::{info1, info2, op_type, Message, ResponseWriter};
+
+// PERF: hot path.
+pub fn execute(
+    namespace: &Namespace,
+    digest: &Digest,
+    message: &Message<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), ResultCode> {
+    let header = &message.header;
+    let metadata_only = header.info1 & (info1::NO_BIN_DATA | info1::GET_ALL) != 0;
+    if header.n_ops == 0 && !metadata_only {
+        return Err(ResultCode::Parameter);
+    }
+    // Validate the ops before taking the lock.
+    for op in message.ops() {
+        if op.op_type != op_type::READ {
+            return Err(if crate::ops::is_readable(op.op_type) {
+                ResultCode::UnsupportedFeature
+            } else {
+                ResultCode::Parameter
+            });
+        }
+        if op.name.len() > BIN_NAME_BYTES_MAX {
+            return Err(ResultCode::BinName);
+        }
+    }
+    let table = namespace.read(digest);
+    let entry = table
+        .get(digest)
+        .filter(|entry| !entry.meta.is_expired(now_citrusleaf_seconds()));
+    let Some(entry) = entry else {
+        return Err(ResultCode::NotFound);
+    };
+    crate::check_set(namespace, message, entry.meta.set_id)?;
+    let record = RecordView::parse(entry.record).ok_or(ResultCode::Unknown)?;
+    crate::check_key(message, record.key)?;
+    let response = MsgHeader {
+        generation: u32::from(entry.meta.generation),
+        record_ttl: entry.meta.void_time,
+        ..MsgHeader::default()
+    };
+    let mut writer = ResponseWriter::begin(out, &response);
+    let read_all = header.info1 & info1::GET_ALL != 0 || message.ops().any(|op| op.name.is_empty());
+    if header.info1 & info1::NO_BIN_DATA != 0 {
+        // Metadata only.
+    } else if read_all {
+        for bin in record.bins() {
+            writer.op(op_type::READ, bin.particle_type, bin.name, bin.value);
+        }
+    } else {
+        let respond_all = header.info2 & info2::RESPOND_ALL_OPS != 0;
+        for op in message.ops() {
+            match record.bin(op.name) {
+                Some(bin) => writer.op(op_type::READ, bin.particle_type, bin.name, bin.value),
+                None if respond_all => writer.op(op_type::READ, 0, op.name, &[]),
+                None => {}
+            }
+        }
+    }
+    writer.finish();
+    Ok(())
+}

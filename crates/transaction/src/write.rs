@@ -1,0 +1,313 @@
+//! Writes: put (with exists and generation policies), delete, touch and
+//! operate, all under the partition's write lock.
+
+use crate::ops::{self, WorkBin};
+use crate::{ttl, Scratch};
+use bolide_store::record::{self, RecordView};
+use bolide_store::{Bin, Namespace, RecordBlob, RecordMeta, SetError};
+use bolide_types::{
+    now_citrusleaf_milliseconds, now_citrusleaf_seconds, particle, Digest, ResultCode,
+};
+use bolide_types::{BINS_PER_RECORD_MAX, BIN_NAME_BYTES_MAX};
+use bolide_wire::message::{encode_op, MsgHeader};
+use bolide_wire::{info1, info2, info3, op_type, Message, Op, ResponseWriter};
+use std::borrow::Cow;
+
+pub fn execute(
+    namespace: &Namespace,
+    digest: &Digest,
+    message: &Message<'_>,
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+) -> Result<(), ResultCode> {
+    let header = &message.header;
+    if header.info2 & info2::DURABLE_DELETE != 0 && header.info2 & info2::DELETE != 0 {
+        // Durable deletes need tombstones, which come with persistence.
+        return Err(ResultCode::EnterpriseOnly);
+    }
+    validate_ops(message)?;
+    let set_id = match namespace.set_id(message.fields.set.unwrap_or_default()) {
+        Ok(id) => id,
+        Err(SetError::TooMany) => return Err(ResultCode::OutOfSpace),
+        Err(SetError::BadName) => return Err(ResultCode::Parameter),
+    };
+    let now = now_citrusleaf_seconds();
+    let mut writer = namespace.write(digest);
+    let existing = writer
+        .table()
+        .get(digest)
+        .filter(|entry| !entry.meta.is_expired(now));
+    let existing_meta = existing.map(|entry| entry.meta);
+    check_generation(header, existing_meta)?;
+
+    if header.info2 & info2::DELETE != 0 {
+        let present = existing_meta.is_some();
+        // An expired record still in the index is removed too.
+        writer.remove(digest);
+        if !present {
+            return Err(ResultCode::NotFound);
+        }
+        ResponseWriter::begin(out, &MsgHeader::default()).finish();
+        return Ok(());
+    }
+    if namespace.is_stop_writes() {
+        return Err(ResultCode::OutOfSpace);
+    }
+    check_exists_policy(header, existing_meta.is_some())?;
+    let stored = match existing {
+        Some(entry) => Some(RecordView::parse(entry.record).ok_or(ResultCode::Unknown)?),
+        None => None,
+    };
+    if let Some(meta) = existing_meta {
+        crate::check_set(namespace, message, meta.set_id)?;
+    }
+    let request_key = message.fields.key.map(crate::split_key).transpose()?;
+    let stored_key = stored.and_then(|view| view.key);
+    crate::check_key(message, stored_key)?;
+
+    let replace = header.info3 & (info3::CREATE_OR_REPLACE | info3::REPLACE_ONLY) != 0;
+    let mut bins: Vec<WorkBin<'_>> = match stored {
+        Some(view) if !replace => view
+            .bins()
+            .map(|bin| WorkBin {
+                name: bin.name,
+                particle_type: bin.particle_type,
+                value: Cow::Borrowed(bin.value),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let respond_all = header.info2 & info2::RESPOND_ALL_OPS != 0;
+    scratch.results.clear();
+    let mut result_count: u16 = 0;
+    let mut touch = false;
+    for op in message.ops() {
+        touch |= op.op_type == op_type::TOUCH;
+        apply(
+            &mut bins,
+            op,
+            respond_all,
+            header,
+            &mut scratch.results,
+            &mut result_count,
+        )?;
+    }
+    if touch && existing_meta.is_none() {
+        return Err(ResultCode::NotFound);
+    }
+    if bins.len() > BINS_PER_RECORD_MAX {
+        return Err(ResultCode::Parameter);
+    }
+    let void_time = ttl::void_time(
+        &namespace.config,
+        header.record_ttl,
+        existing_meta.map(|m| m.void_time),
+        now,
+    )?;
+    let key = request_key.or(stored_key);
+    scratch.record.clear();
+    let bin_views = bins.iter().map(|b| Bin {
+        name: b.name,
+        particle_type: b.particle_type,
+        value: &b.value,
+    });
+    record::encode(&mut scratch.record, key, bin_views);
+    if scratch.record.len() > namespace.config.max_record_size_bytes {
+        return Err(ResultCode::RecordTooBig);
+    }
+
+    let (generation, void_time) = if bins.is_empty() {
+        // No bins left: the write deletes the record.
+        drop(bins);
+        writer.remove(digest);
+        (0, 0)
+    } else {
+        drop(bins);
+        let generation = match existing_meta {
+            Some(meta) if meta.generation == u16::MAX => 1,
+            Some(meta) => meta.generation + 1,
+            None => 1,
+        };
+        // A record keeps its set even when a request omits the set field.
+        let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
+        let meta = RecordMeta {
+            generation,
+            void_time,
+            last_update_ms: now_citrusleaf_milliseconds(),
+            set_id,
+        };
+        writer.put(digest, meta, RecordBlob::new(&scratch.record));
+        (generation, void_time)
+    };
+    drop(writer);
+    let response = MsgHeader {
+        generation: u32::from(generation),
+        record_ttl: void_time,
+        ..MsgHeader::default()
+    };
+    let mut response = ResponseWriter::begin(out, &response);
+    response.encoded_ops(&scratch.results, result_count);
+    response.finish();
+    Ok(())
+}
+
+/// Checks op types, bin names and flag combinations before the lock is taken.
+fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
+    let header = &message.header;
+    let replace = header.info3 & (info3::CREATE_OR_REPLACE | info3::REPLACE_ONLY) != 0;
+    let mut count = 0usize;
+    for op in message.ops() {
+        count += 1;
+        match op.op_type {
+            op_type::READ => {
+                if header.info1 & info1::READ == 0 {
+                    return Err(ResultCode::Parameter);
+                }
+                if op.name.len() > BIN_NAME_BYTES_MAX {
+                    return Err(ResultCode::BinName);
+                }
+            }
+            op_type::WRITE | op_type::INCR | op_type::APPEND | op_type::PREPEND => {
+                if op.name.is_empty() || op.name.len() > BIN_NAME_BYTES_MAX {
+                    return Err(ResultCode::BinName);
+                }
+                let deletes_bin =
+                    op.op_type == op_type::WRITE && op.particle_type == particle::NULL;
+                if replace && (op.op_type != op_type::WRITE || deletes_bin) {
+                    return Err(ResultCode::Parameter);
+                }
+            }
+            op_type::TOUCH | op_type::DELETE => {
+                if replace {
+                    return Err(ResultCode::Parameter);
+                }
+            }
+            other if ops::is_known(other) => return Err(ResultCode::UnsupportedFeature),
+            _ => return Err(ResultCode::Parameter),
+        }
+    }
+    if count == 0 && header.info2 & info2::DELETE == 0 {
+        return Err(ResultCode::Parameter);
+    }
+    Ok(())
+}
+
+fn check_generation(header: &MsgHeader, existing: Option<RecordMeta>) -> Result<(), ResultCode> {
+    let Some(meta) = existing else {
+        return Ok(());
+    };
+    let current = u32::from(meta.generation);
+    if header.info2 & info2::GENERATION != 0 && header.generation != current {
+        return Err(ResultCode::Generation);
+    }
+    if header.info2 & info2::GENERATION_GT != 0 && header.generation <= current {
+        return Err(ResultCode::Generation);
+    }
+    Ok(())
+}
+
+fn check_exists_policy(header: &MsgHeader, exists: bool) -> Result<(), ResultCode> {
+    if exists && header.info2 & info2::CREATE_ONLY != 0 {
+        return Err(ResultCode::RecordExists);
+    }
+    if !exists && header.info3 & (info3::UPDATE_ONLY | info3::REPLACE_ONLY) != 0 {
+        return Err(ResultCode::NotFound);
+    }
+    Ok(())
+}
+
+/// Applies one op to the working bins, appending its result (if any).
+fn apply<'a>(
+    bins: &mut Vec<WorkBin<'a>>,
+    op: Op<'a>,
+    respond_all: bool,
+    header: &MsgHeader,
+    results: &mut Vec<u8>,
+    result_count: &mut u16,
+) -> Result<(), ResultCode> {
+    let position = bins.iter().position(|bin| bin.name == op.name);
+    match op.op_type {
+        op_type::READ => {
+            if op.name.is_empty() {
+                let _ = header;
+                for bin in bins.iter() {
+                    encode_op(
+                        results,
+                        op_type::READ,
+                        bin.particle_type,
+                        bin.name,
+                        &bin.value,
+                    );
+                    *result_count += 1;
+                }
+                return Ok(());
+            }
+            match position.and_then(|i| bins.get(i)) {
+                Some(bin) => encode_op(
+                    results,
+                    op_type::READ,
+                    bin.particle_type,
+                    bin.name,
+                    &bin.value,
+                ),
+                None if respond_all => {
+                    encode_op(results, op_type::READ, particle::NULL, op.name, &[])
+                }
+                None => return Ok(()),
+            }
+            *result_count += 1;
+            return Ok(());
+        }
+        op_type::WRITE if op.particle_type == particle::NULL => {
+            if let Some(i) = position {
+                bins.remove(i);
+            }
+        }
+        op_type::WRITE => {
+            let value = ops::stored_value(op.particle_type, op.value)?;
+            set_bin(bins, position, op.name, op.particle_type, value);
+        }
+        op_type::INCR => {
+            let (particle_type, value) = ops::increment(
+                position.and_then(|i| bins.get(i)),
+                op.particle_type,
+                op.value,
+            )?;
+            set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
+        }
+        op_type::APPEND | op_type::PREPEND => {
+            let current = position.and_then(|i| bins.get(i));
+            let (particle_type, value) =
+                ops::concatenate(current, op.op_type, op.particle_type, op.value)?;
+            set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
+        }
+        op_type::DELETE => bins.clear(),
+        op_type::TOUCH => {}
+        _ => return Err(ResultCode::Parameter),
+    }
+    if respond_all {
+        encode_op(results, op.op_type, particle::NULL, op.name, &[]);
+        *result_count += 1;
+    }
+    Ok(())
+}
+
+fn set_bin<'a>(
+    bins: &mut Vec<WorkBin<'a>>,
+    position: Option<usize>,
+    name: &'a [u8],
+    particle_type: u8,
+    value: Cow<'a, [u8]>,
+) {
+    match position.and_then(|i| bins.get_mut(i)) {
+        Some(bin) => {
+            bin.particle_type = particle_type;
+            bin.value = value;
+        }
+        None => bins.push(WorkBin {
+            name,
+            particle_type,
+            value,
+        }),
+    }
+}
