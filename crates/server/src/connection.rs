@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 const READ_CHUNK_BYTES: usize = 16 * 1024;
@@ -96,7 +96,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             input = BytesMut::with_capacity(READ_CHUNK_BYTES);
         }
         input.reserve(READ_CHUNK_BYTES);
-        let read = stream.read_buf(&mut input);
+        let read = read_some(stream, &mut input);
         let read = match idle {
             Some(limit) => match tokio::time::timeout(limit, read).await {
                 Ok(result) => result,
@@ -108,6 +108,30 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             Ok(0) => return Close::Peer,
             Ok(_) => {}
             Err(error) => return Close::Io(error),
+        }
+    }
+}
+
+/// Reads whatever is available into `input`.
+///
+/// A read that returns less than the free space drained the socket, so the
+/// readiness flag is cleared right away: the next call then waits for the
+/// event loop instead of spending a `read` syscall to learn `EAGAIN`. With
+/// request/response traffic that saves one syscall per request.
+// PERF: hot path.
+async fn read_some(stream: &TcpStream, input: &mut BytesMut) -> std::io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        let space = input.capacity() - input.len();
+        match stream.try_read_buf(input) {
+            Ok(read) => {
+                if read > 0 && read < space {
+                    let _ = stream.try_io(Interest::READABLE, || Err::<(), _>(std::io::ErrorKind::WouldBlock.into()));
+                }
+                return Ok(read);
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(error) => return Err(error),
         }
     }
 }
