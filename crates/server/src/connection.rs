@@ -4,7 +4,7 @@
 
 use crate::info;
 use crate::node::Node;
-use bolide_transaction::Scratch;
+use bolide_transaction::{Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use bolide_wire::response::{append_admin_not_enabled, append_info};
 use bytes::{Buf, BytesMut};
@@ -61,17 +61,24 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
     loop {
         // Answer every complete frame already buffered, in order.
         let mut failure = None;
+        let mut job = None;
         loop {
             match frame_length(&input) {
                 Ok(Some((header, total))) => {
                     let body = input.get(PROTO_HEADER_BYTES..total).unwrap_or_default();
-                    if let Err(close) =
-                        dispatch(node, header, body, local, &mut output, &mut scratch)
-                    {
-                        failure = Some(close);
-                        break;
+                    match dispatch(node, header, body, local, &mut output, &mut scratch) {
+                        Ok(Outcome::Answered) => input.advance(total),
+                        Ok(Outcome::Stream(stream_job)) => {
+                            // Answers before it go out first; frames after it wait.
+                            input.advance(total);
+                            job = Some(stream_job);
+                            break;
+                        }
+                        Err(close) => {
+                            failure = Some(close);
+                            break;
+                        }
                     }
-                    input.advance(total);
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -88,6 +95,12 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             if output.capacity() > BUFFER_KEEP_BYTES {
                 output.shrink_to(READ_CHUNK_BYTES);
             }
+        }
+        if let Some(job) = job {
+            if let Err(error) = stream_job(stream, job).await {
+                return Close::Io(error);
+            }
+            continue;
         }
         if let Some(close) = failure {
             return close;
@@ -126,7 +139,9 @@ async fn read_some(stream: &TcpStream, input: &mut BytesMut) -> std::io::Result<
         match stream.try_read_buf(input) {
             Ok(read) => {
                 if read > 0 && read < space {
-                    let _ = stream.try_io(Interest::READABLE, || Err::<(), _>(std::io::ErrorKind::WouldBlock.into()));
+                    let _ = stream.try_io(Interest::READABLE, || {
+                        Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
+                    });
                 }
                 return Ok(read);
             }
@@ -134,6 +149,28 @@ async fn read_some(stream: &TcpStream, input: &mut BytesMut) -> std::io::Result<
             Err(error) => return Err(error),
         }
     }
+}
+
+/// Runs a stream job (scan, large batch) on the blocking pool and writes
+/// its chunks as they come. At most two chunks wait in between, so a slow
+/// client slows the job instead of growing memory; if the client goes away
+/// the job stops at its next chunk.
+async fn stream_job(stream: &mut TcpStream, mut job: Box<dyn StreamJob>) -> std::io::Result<()> {
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Vec<u8>>(2);
+    let worker = tokio::task::spawn_blocking(move || loop {
+        let mut chunk = Vec::with_capacity(CHUNK_BYTES + READ_CHUNK_BYTES);
+        let finished = job.fill(&mut chunk);
+        if sender.blocking_send(chunk).is_err() || finished {
+            return;
+        }
+    });
+    while let Some(chunk) = receiver.recv().await {
+        stream.write_all(&chunk).await?;
+    }
+    if worker.await.is_err() {
+        return Err(std::io::Error::other("stream job failed"));
+    }
+    Ok(())
 }
 
 /// Answers one frame into `output`.
@@ -145,10 +182,15 @@ fn dispatch(
     local: SocketAddr,
     output: &mut Vec<u8>,
     scratch: &mut Scratch,
-) -> Result<(), Close> {
+) -> Result<Outcome, Close> {
     match header.message_type {
         MessageType::Message => {
-            bolide_transaction::execute(&node.store, body, output, scratch);
+            return Ok(bolide_transaction::execute(
+                &node.store,
+                body,
+                output,
+                scratch,
+            ))
         }
         MessageType::Info => {
             node.info_requests.fetch_add(1, Relaxed);
@@ -169,10 +211,15 @@ fn dispatch(
                 return Err(Close::BadCompressed);
             }
             let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
-            bolide_transaction::execute(&node.store, inner_body, output, scratch);
+            return Ok(bolide_transaction::execute(
+                &node.store,
+                inner_body,
+                output,
+                scratch,
+            ));
         }
     }
-    Ok(())
+    Ok(Outcome::Answered)
 }
 
 /// Inflates a type-4 body: u64 BE uncompressed length, then a zlib stream.

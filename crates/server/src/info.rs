@@ -4,7 +4,10 @@
 use crate::node::{process_rss_bytes, system_memory_bytes, Node, PROTOCOL_BUILD};
 use base64::Engine;
 use bolide_store::Namespace;
-use bolide_types::PARTITION_COUNT;
+use bolide_types::{
+    now_citrusleaf_milliseconds, now_citrusleaf_seconds, CITRUSLEAF_EPOCH_UNIX_SECONDS,
+    PARTITION_COUNT,
+};
 use bolide_wire::info::{append_answer, commands, InfoCommand};
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -131,6 +134,11 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "sets" => sets(node, command),
         "bins" => bins(node, command),
         "get-config" | "config-get" => get_config(node, command),
+        "truncate" => truncate(node, command, false),
+        "truncate-namespace" => truncate(node, command, true),
+        "truncate-undo" | "truncate-namespace-undo" => {
+            "ERROR:4:truncate-undo is not supported".to_owned()
+        }
         "best-practices" => "failed_best_practices=none".to_owned(),
         "health-outliers" | "udf-list" | "sindex-list" | "sindex" | "query-show" | "scan-show"
         | "jobs" => String::new(),
@@ -138,6 +146,66 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "status" => "ok".to_owned(),
         _ => "ERROR:4:unrecognized command".to_owned(),
     }
+}
+
+/// `truncate:namespace=<ns>;set=<set>[;lut=<ns since 1970>]` and
+/// `truncate-namespace:namespace=<ns>[;lut=…]`: records last updated before
+/// `lut` (default: now) vanish at once; a background sweep frees them.
+fn truncate(node: &Node, command: &InfoCommand<'_>, whole_namespace: bool) -> String {
+    let Some(name) = command.param("namespace") else {
+        return "ERROR:4:namespace is required".to_owned();
+    };
+    let Some(namespace) = node.store.namespace(name.as_bytes()) else {
+        return "ERROR:20:namespace not found".to_owned();
+    };
+    let set = command.param("set").filter(|set| !set.is_empty());
+    if whole_namespace == set.is_some() {
+        return if whole_namespace {
+            "ERROR:4:truncate-namespace takes no set".to_owned()
+        } else {
+            "ERROR:4:set is required (or use truncate-namespace)".to_owned()
+        };
+    }
+    let now_ms = now_citrusleaf_milliseconds();
+    let before_ms = match command.param("lut") {
+        None => now_ms,
+        Some(lut) => match lut.parse::<u64>() {
+            Ok(nanos) => {
+                let unix_ms = nanos / 1_000_000;
+                let epoch_ms = CITRUSLEAF_EPOCH_UNIX_SECONDS * 1000;
+                if unix_ms <= epoch_ms {
+                    return "ERROR:4:lut is before 2010".to_owned();
+                }
+                if unix_ms - epoch_ms > now_ms {
+                    return "ERROR:4:lut is in the future".to_owned();
+                }
+                unix_ms - epoch_ms
+            }
+            Err(_) => return format!("ERROR:4:bad lut '{lut}'"),
+        },
+    };
+    namespace.truncate(set.map(str::as_bytes), before_ms);
+    tracing::info!(
+        namespace = name,
+        set = set.unwrap_or(""),
+        before_ms,
+        "truncate"
+    );
+    let namespace = namespace.clone();
+    let spawned = std::thread::Builder::new()
+        .name("truncate".into())
+        .spawn(move || {
+            let report = namespace.sweep(now_citrusleaf_seconds());
+            tracing::info!(
+                namespace = namespace.name(),
+                removed = report.truncated,
+                "truncate done"
+            );
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "truncate sweep deferred to nsup");
+    }
+    "ok".to_owned()
 }
 
 /// This node's service address as seen by the client: the configured
@@ -289,11 +357,12 @@ fn set_line(
         String::new()
     };
     format!(
-        "{prefix}objects={}:tombstones=0:data_used_bytes={}:truncate_lut=0:sindexes=0:index_populating=false:\
+        "{prefix}objects={}:tombstones=0:data_used_bytes={}:truncate_lut={}:sindexes=0:index_populating=false:\
          truncating=false:default-read-touch-ttl-pct=0:default-ttl={}:disable-eviction=false:enable-index=false:\
          stop-writes-count=0:stop-writes-size=0",
         stats.objects.load(Relaxed).max(0),
         stats.data_used_bytes.load(Relaxed).max(0),
+        stats.truncate_lut_ms.load(Relaxed),
         namespace.config.default_ttl_seconds,
     )
 }

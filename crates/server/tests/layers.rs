@@ -8,15 +8,27 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("types", &[]),
     ("wire", &["bolide-types"]),
     ("store", &["bolide-types"]),
-    ("transaction", &["bolide-types", "bolide-wire", "bolide-store"]),
-    ("server", &["bolide-types", "bolide-wire", "bolide-store", "bolide-transaction"]),
+    (
+        "transaction",
+        &["bolide-types", "bolide-wire", "bolide-store"],
+    ),
+    (
+        "server",
+        &[
+            "bolide-types",
+            "bolide-wire",
+            "bolide-store",
+            "bolide-transaction",
+        ],
+    ),
 ];
 
 #[test]
 fn dependencies_point_down() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for (name, allowed) in LAYERS {
-        let manifest = std::fs::read_to_string(crates.join(name).join("Cargo.toml")).expect("manifest");
+        let manifest =
+            std::fs::read_to_string(crates.join(name).join("Cargo.toml")).expect("manifest");
         let mut section = String::new();
         for line in manifest.lines() {
             let line = line.trim();
@@ -27,9 +39,14 @@ fn dependencies_point_down() {
             if section != "[dependencies]" {
                 continue;
             }
-            let Some(dependency) = line.split(['=', '.', ' ']).next() else { continue };
+            let Some(dependency) = line.split(['=', '.', ' ']).next() else {
+                continue;
+            };
             if dependency.starts_with("bolide-") {
-                assert!(allowed.contains(&dependency), "crate {name} must not depend on {dependency}");
+                assert!(
+                    allowed.contains(&dependency),
+                    "crate {name} must not depend on {dependency}"
+                );
             }
         }
     }
@@ -39,7 +56,14 @@ fn dependencies_point_down() {
 fn every_crate_is_checked() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for entry in std::fs::read_dir(crates).expect("crates dir") {
-        let name = entry.expect("entry").file_name().into_string().expect("utf-8");
-        assert!(LAYERS.iter().any(|(layer, _)| *layer == name), "crate {name} has no place in LAYERS");
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .into_string()
+            .expect("utf-8");
+        assert!(
+            LAYERS.iter().any(|(layer, _)| *layer == name),
+            "crate {name} has no place in LAYERS"
+        );
     }
 }

@@ -27,7 +27,11 @@ fn temp_dir(tag: &str) -> TempDir {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 fn config(port: u16, namespace_extra: &str) -> String {
@@ -49,7 +53,11 @@ impl Node {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn bolided");
-        let node = Node { child, port, _dir: dir };
+        let node = Node {
+            child,
+            port,
+            _dir: dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "bolided did not start listening");
@@ -60,7 +68,9 @@ impl Node {
 
     fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
         stream
     }
 }
@@ -73,7 +83,9 @@ impl Drop for Node {
 }
 
 fn frame(message_type: u8, body: &[u8]) -> Vec<u8> {
-    let mut out = ((2u64 << 56) | (u64::from(message_type) << 48) | body.len() as u64).to_be_bytes().to_vec();
+    let mut out = ((2u64 << 56) | (u64::from(message_type) << 48) | body.len() as u64)
+        .to_be_bytes()
+        .to_vec();
     out.extend_from_slice(body);
     out
 }
@@ -88,7 +100,9 @@ fn read_frame(stream: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
 }
 
 fn info(stream: &mut TcpStream, commands: &str) -> String {
-    stream.write_all(&frame(1, commands.as_bytes())).expect("write");
+    stream
+        .write_all(&frame(1, commands.as_bytes()))
+        .expect("write");
     let (kind, body) = read_frame(stream).expect("info answer");
     assert_eq!(kind, 1);
     String::from_utf8(body).expect("utf-8")
@@ -119,7 +133,10 @@ fn message(seed: u8, write: Option<&[u8]>) -> Vec<u8> {
 fn info_answers_echo_commands_in_order() {
     let node = Node::start("info", "");
     let mut stream = node.connect();
-    let answer = info(&mut stream, "node\npartition-generation\nbuild\nbogus-command\nnamespace/nope\n");
+    let answer = info(
+        &mut stream,
+        "node\npartition-generation\nbuild\nbogus-command\nnamespace/nope\n",
+    );
     let lines: Vec<&str> = answer.lines().collect();
     assert_eq!(lines.len(), 5, "{answer}");
     assert!(lines[0].starts_with("node\t"));
@@ -156,9 +173,9 @@ fn pipelined_requests_are_answered_in_order() {
 fn hostile_frames_close_only_their_connection() {
     let node = Node::start("hostile", "");
     let hostile: Vec<Vec<u8>> = vec![
-        vec![9, 3, 0, 0, 0, 0, 0, 1, 0],                   // bad version
-        vec![2, 7, 0, 0, 0, 0, 0, 1, 0],                   // bad type
-        vec![2, 3, 0, 0, 0x10, 0, 0, 0],                   // 256 MiB body
+        vec![9, 3, 0, 0, 0, 0, 0, 1, 0],                  // bad version
+        vec![2, 7, 0, 0, 0, 0, 0, 1, 0],                  // bad type
+        vec![2, 3, 0, 0, 0x10, 0, 0, 0],                  // 256 MiB body
         (0..200u8).map(|i| i.wrapping_mul(37)).collect(), // random bytes
     ];
     for bytes in hostile {
@@ -166,7 +183,10 @@ fn hostile_frames_close_only_their_connection() {
         stream.write_all(&bytes).expect("write");
         let mut rest = Vec::new();
         let closed = stream.read_to_end(&mut rest);
-        assert!(closed.is_ok(), "server must close the connection, got {closed:?}");
+        assert!(
+            closed.is_ok(),
+            "server must close the connection, got {closed:?}"
+        );
     }
     // Truncated frame, then the client leaves mid-message.
     let mut stream = node.connect();
@@ -188,7 +208,9 @@ fn hostile_frames_close_only_their_connection() {
     assert_eq!(answer[5], 20);
     // Everyone else is still served.
     let mut stream = node.connect();
-    stream.write_all(&frame(3, &message(3, Some(b"ok")))).expect("write");
+    stream
+        .write_all(&frame(3, &message(3, Some(b"ok"))))
+        .expect("write");
     assert_eq!(read_frame(&mut stream).expect("answer").1[5], 0);
     let stats = info(&mut stream, "statistics\n");
     let bad: u64 = stats
@@ -211,7 +233,11 @@ fn admin_messages_answer_security_not_enabled() {
 #[test]
 fn sigterm_shuts_down_cleanly() {
     let mut node = Node::start("sigterm", "");
-    let status = Command::new("kill").arg("-TERM").arg(node.child.id().to_string()).status().expect("kill");
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(node.child.id().to_string())
+        .status()
+        .expect("kill");
     assert!(status.success());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -228,9 +254,20 @@ fn sigterm_shuts_down_cleanly() {
 fn config_errors_name_line_and_directive_and_stop_startup() {
     let dir = temp_dir("config-error");
     let path = dir.0.join("bad.conf");
-    std::fs::write(&path, "namespace test {\n    replication-factor 1\n    memory-szie 4G\n}\n").expect("write");
-    let output = Command::new(env!("CARGO_BIN_EXE_bolided")).arg("--config").arg(&path).output().expect("run");
+    std::fs::write(
+        &path,
+        "namespace test {\n    replication-factor 1\n    memory-szie 4G\n}\n",
+    )
+    .expect("write");
+    let output = Command::new(env!("CARGO_BIN_EXE_bolided"))
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .expect("run");
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("line 3") && stderr.contains("memory-szie"), "{stderr}");
+    assert!(
+        stderr.contains("line 3") && stderr.contains("memory-szie"),
+        "{stderr}"
+    );
 }

@@ -174,7 +174,7 @@ impl IndexTable {
     }
 
     /// Visits every record.
-    pub fn for_each(&self, mut visit: impl FnMut(Entry<'_>)) {
+    pub fn for_each<'t>(&'t self, mut visit: impl FnMut(Entry<'t>)) {
         for slot in 0..self.capacity() {
             if self.tags.get(slot).is_some_and(|&t| t != 0) {
                 visit(self.entry(slot));

@@ -64,6 +64,7 @@ pub struct NamespaceStats {
     pub data_used_bytes: AtomicI64,
     pub index_used_bytes: AtomicI64,
     pub expired_objects: AtomicU64,
+    pub truncated_objects: AtomicU64,
     pub evicted_objects: AtomicU64,
     pub client_read_success: AtomicU64,
     pub client_read_not_found: AtomicU64,
@@ -87,6 +88,9 @@ pub struct SetStats {
     pub name: OnceLock<Box<str>>,
     pub objects: AtomicI64,
     pub data_used_bytes: AtomicI64,
+    /// Records of this set last updated before this (ms since 2010) are
+    /// truncated: never returned, removed by the next sweep.
+    pub truncate_lut_ms: AtomicU64,
 }
 
 /// One partition: its part of the primary index under one lock.
@@ -103,6 +107,8 @@ pub struct Namespace {
     set_ids: RwLock<HashMap<Box<[u8]>, u16>>,
     sets: Box<[SetStats]>,
     system_memory_stop: AtomicBool,
+    /// Whole-namespace truncation point (ms since 2010); 0 = none.
+    truncate_lut_ms: AtomicU64,
 }
 
 /// Why a set could not be named.
@@ -118,6 +124,7 @@ pub enum SetError {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SweepReport {
     pub expired: u64,
+    pub truncated: u64,
     pub evicted: u64,
 }
 
@@ -136,6 +143,7 @@ impl Namespace {
             set_ids: RwLock::new(HashMap::new()),
             sets,
             system_memory_stop: AtomicBool::new(false),
+            truncate_lut_ms: AtomicU64::new(0),
         }
     }
 
@@ -216,6 +224,54 @@ impl Namespace {
             .filter_map(|s| s.name.get().map(|n| (&**n, s)))
     }
 
+    /// Whether a record is gone for clients: past its void time, or
+    /// written before a truncation of its namespace or set.
+    // PERF: hot path.
+    #[inline]
+    pub fn is_doomed(&self, meta: &RecordMeta, now: u32) -> bool {
+        meta.is_expired(now) || self.is_truncated(meta)
+    }
+
+    fn is_truncated(&self, meta: &RecordMeta) -> bool {
+        let namespace_lut = self.truncate_lut_ms.load(Relaxed);
+        let set_lut = match meta.set_id {
+            0 => 0,
+            id => self
+                .sets
+                .get(usize::from(id))
+                .map_or(0, |set| set.truncate_lut_ms.load(Relaxed)),
+        };
+        meta.last_update_ms < namespace_lut.max(set_lut)
+    }
+
+    /// Truncates the namespace, or one set of it: every record last
+    /// updated before `before_ms` (ms since 2010) disappears for clients at
+    /// once and is removed by the next sweep. Returns false for an unknown
+    /// set (nothing to do).
+    pub fn truncate(&self, set: Option<&[u8]>, before_ms: u64) -> bool {
+        match set {
+            None => {
+                self.truncate_lut_ms.fetch_max(before_ms, Relaxed);
+                true
+            }
+            Some(name) => match self
+                .existing_set_id(name)
+                .and_then(|id| self.sets.get(usize::from(id)))
+            {
+                Some(set) => {
+                    set.truncate_lut_ms.fetch_max(before_ms, Relaxed);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// The namespace's truncation point (ms since 2010).
+    pub fn truncate_lut_ms(&self) -> u64 {
+        self.truncate_lut_ms.load(Relaxed)
+    }
+
     /// Index + data bytes in use.
     pub fn memory_used_bytes(&self) -> u64 {
         let data = self.stats.data_used_bytes.load(Relaxed).max(0) as u64;
@@ -248,29 +304,39 @@ impl Namespace {
     pub fn sweep(&self, now: u32) -> SweepReport {
         let mut report = SweepReport::default();
         for partition in self.partitions.iter() {
-            let expired = partition.table.read().select(|meta| meta.is_expired(now));
-            if expired.is_empty() {
+            let doomed = partition
+                .table
+                .read()
+                .select(|meta| self.is_doomed(meta, now));
+            if doomed.is_empty() {
                 continue;
             }
             let mut writer = PartitionWriter {
                 namespace: self,
                 table: partition.table.write(),
             };
-            for digest in expired {
+            for digest in doomed {
                 // Re-check under the write lock: a write may have renewed it.
-                if writer
-                    .table
-                    .get(&digest)
-                    .is_some_and(|e| e.meta.is_expired(now))
-                {
-                    writer.remove(&digest);
+                let Some(meta) = writer.table.get(&digest).map(|e| e.meta) else {
+                    continue;
+                };
+                if !self.is_doomed(&meta, now) {
+                    continue;
+                }
+                writer.remove(&digest);
+                if meta.is_expired(now) {
                     report.expired += 1;
+                } else {
+                    report.truncated += 1;
                 }
             }
         }
         self.stats
             .expired_objects
             .fetch_add(report.expired, Relaxed);
+        self.stats
+            .truncated_objects
+            .fetch_add(report.truncated, Relaxed);
         report.evicted = self.evict_if_needed(now);
         self.stats
             .evicted_objects

@@ -11,16 +11,21 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
+mod batch;
 mod ops;
 mod read;
+mod scan;
 mod ttl;
 mod write;
+
+pub use batch::BatchJob;
+pub use scan::ScanJob;
 
 use bolide_store::{Namespace, Store};
 use bolide_types::{Digest, ResultCode, DIGEST_BYTES};
 use bolide_wire::message::MsgHeader;
-use bolide_wire::response::append_result;
-use bolide_wire::{info1, info2, info3, Message, ResponseWriter};
+use bolide_wire::response::{append_result, append_result_framed};
+use bolide_wire::{info1, info2, info3, Framing, Message, ResponseWriter};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Buffers a connection reuses across requests, so the hot path allocates
@@ -40,47 +45,84 @@ pub enum Kind {
     Other,
 }
 
-/// Runs one AS_MSG request (the body after the proto header) and appends
-/// exactly one response frame to `out`.
-pub fn execute(store: &Store, body: &[u8], out: &mut Vec<u8>, scratch: &mut Scratch) {
+/// A response too large or too slow to build inline (a scan, a large
+/// batch). The server runs it off the event loop and writes each chunk as
+/// it comes, so memory stays bounded whatever the result size.
+pub trait StreamJob: Send {
+    /// Appends the next whole proto frames to `out`; true once the final
+    /// (LAST) frame has been appended.
+    fn fill(&mut self, out: &mut Vec<u8>) -> bool;
+}
+
+/// What `execute` did with a request.
+pub enum Outcome {
+    /// The whole response is in `out`.
+    Answered,
+    /// The response follows from this job (nothing was appended).
+    Stream(Box<dyn StreamJob>),
+}
+
+/// Output bytes a stream job appends per `fill` before yielding.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Runs one AS_MSG request (the body after the proto header): either
+/// appends its whole response to `out`, or returns a job that produces it.
+pub fn execute(store: &Store, body: &[u8], out: &mut Vec<u8>, scratch: &mut Scratch) -> Outcome {
     let message = match Message::decode(body) {
         Ok(message) => message,
         Err(_) => {
-            append_result(out, ResultCode::Parameter.as_u8(), 0, 0);
-            return;
+            append_result(out, ResultCode::Parameter.as_u8());
+            return Outcome::Answered;
         }
     };
-    if message.header.info1 & info1::BATCH != 0 || message.fields.digest.is_none() {
-        // Batch and scan/query arrive with issue 5; answer as a finished
-        // stream so clients raise a clear error instead of waiting.
-        let header = MsgHeader {
-            info3: info3::LAST,
-            result_code: ResultCode::UnsupportedFeature.as_u8(),
-            ..MsgHeader::default()
-        };
-        ResponseWriter::begin(out, &header).finish();
-        return;
+    if message.header.info1 & info1::BATCH != 0 {
+        return batch::start(store, body, &message, out, scratch);
+    }
+    if message.fields.digest.is_none() {
+        return scan::start(store, &message, out);
     }
     let Some(namespace) = message
         .fields
         .namespace
         .and_then(|name| store.namespace(name))
     else {
-        append_result(out, ResultCode::Namespace.as_u8(), 0, 0);
-        return;
+        append_result(out, ResultCode::Namespace.as_u8());
+        return Outcome::Answered;
     };
+    execute_record(namespace, &message, out, scratch, Framing::Message);
+    Outcome::Answered
+}
+
+/// Runs one single-record command (or batch row) against `namespace`,
+/// appending its response framed as asked, and counts it.
+fn execute_record(
+    namespace: &Namespace,
+    message: &Message<'_>,
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    framing: Framing,
+) {
     let start = out.len();
     let kind = kind_of(&message.header);
-    let result = route(namespace, &message, out, scratch);
-    let code = match result {
+    let code = match route(namespace, message, out, scratch, framing) {
         Ok(()) => ResultCode::Ok,
         Err(code) => {
             out.truncate(start);
-            append_result(out, code.as_u8(), 0, 0);
+            append_result_framed(out, code.as_u8(), framing);
             code
         }
     };
     count(namespace, kind, code);
+}
+
+/// A one-message answer ending a stream: LAST with a result code.
+fn append_last(out: &mut Vec<u8>, code: ResultCode) {
+    let header = MsgHeader {
+        info3: info3::LAST,
+        result_code: code.as_u8(),
+        ..MsgHeader::default()
+    };
+    ResponseWriter::begin(out, &header).finish();
 }
 
 fn route(
@@ -88,6 +130,7 @@ fn route(
     message: &Message<'_>,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
+    framing: Framing,
 ) -> Result<(), ResultCode> {
     let fields = &message.fields;
     if fields.unknown_type.is_some() {
@@ -101,9 +144,9 @@ fn route(
     let digest = Digest(digest);
     let header = &message.header;
     if header.info2 & info2::WRITE != 0 {
-        write::execute(namespace, &digest, message, out, scratch)
+        write::execute(namespace, &digest, message, out, scratch, framing)
     } else if header.info1 & info1::READ != 0 {
-        read::execute(namespace, &digest, message, out)
+        read::execute(namespace, &digest, message, out, framing)
     } else {
         Err(ResultCode::Parameter)
     }

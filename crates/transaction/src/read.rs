@@ -3,7 +3,7 @@
 use bolide_store::{Namespace, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::MsgHeader;
-use bolide_wire::{info1, info2, op_type, Message, ResponseWriter};
+use bolide_wire::{info1, info2, op_type, Framing, Message, ResponseWriter};
 
 // PERF: hot path.
 pub fn execute(
@@ -11,6 +11,7 @@ pub fn execute(
     digest: &Digest,
     message: &Message<'_>,
     out: &mut Vec<u8>,
+    framing: Framing,
 ) -> Result<(), ResultCode> {
     let header = &message.header;
     let metadata_only = header.info1 & (info1::NO_BIN_DATA | info1::GET_ALL) != 0;
@@ -33,7 +34,7 @@ pub fn execute(
     let table = namespace.read(digest);
     let entry = table
         .get(digest)
-        .filter(|entry| !entry.meta.is_expired(now_citrusleaf_seconds()));
+        .filter(|entry| !namespace.is_doomed(&entry.meta, now_citrusleaf_seconds()));
     let Some(entry) = entry else {
         return Err(ResultCode::NotFound);
     };
@@ -45,7 +46,7 @@ pub fn execute(
         record_ttl: entry.meta.void_time,
         ..MsgHeader::default()
     };
-    let mut writer = ResponseWriter::begin(out, &response);
+    let mut writer = ResponseWriter::begin_framed(out, &response, framing);
     let read_all = header.info1 & info1::GET_ALL != 0 || message.ops().any(|op| op.name.is_empty());
     if header.info1 & info1::NO_BIN_DATA != 0 {
         // Metadata only.

@@ -10,7 +10,7 @@ use bolide_types::{
 };
 use bolide_types::{BINS_PER_RECORD_MAX, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::{encode_op, MsgHeader};
-use bolide_wire::{info1, info2, info3, op_type, Message, Op, ResponseWriter};
+use bolide_wire::{info1, info2, info3, op_type, Framing, Message, Op, ResponseWriter};
 use std::borrow::Cow;
 
 pub fn execute(
@@ -19,6 +19,7 @@ pub fn execute(
     message: &Message<'_>,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
+    framing: Framing,
 ) -> Result<(), ResultCode> {
     let header = &message.header;
     if header.info2 & info2::DURABLE_DELETE != 0 && header.info2 & info2::DELETE != 0 {
@@ -36,7 +37,7 @@ pub fn execute(
     let existing = writer
         .table()
         .get(digest)
-        .filter(|entry| !entry.meta.is_expired(now));
+        .filter(|entry| !namespace.is_doomed(&entry.meta, now));
     let existing_meta = existing.map(|entry| entry.meta);
     check_generation(header, existing_meta)?;
 
@@ -47,7 +48,7 @@ pub fn execute(
         if !present {
             return Err(ResultCode::NotFound);
         }
-        ResponseWriter::begin(out, &MsgHeader::default()).finish();
+        ResponseWriter::begin_framed(out, &MsgHeader::default(), framing).finish();
         return Ok(());
     }
     if namespace.is_stop_writes() {
@@ -145,7 +146,7 @@ pub fn execute(
         record_ttl: void_time,
         ..MsgHeader::default()
     };
-    let mut response = ResponseWriter::begin(out, &response);
+    let mut response = ResponseWriter::begin_framed(out, &response, framing);
     response.encoded_ops(&scratch.results, result_count);
     response.finish();
     Ok(())

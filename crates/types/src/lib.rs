@@ -106,6 +106,8 @@ pub enum ResultCode {
     EnterpriseOnly = 25,
     OpNotApplicable = 26,
     FilteredOut = 27,
+    BatchMaxRequests = 151,
+    IndexNotFound = 201,
     SecurityNotEnabled = 52,
 }
 

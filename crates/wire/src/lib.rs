@@ -22,4 +22,4 @@ pub use message::{
     field_type, info1, info2, info3, op_type, Fields, Message, MsgHeader, Op, OpIter,
     MSG_HEADER_BYTES,
 };
-pub use response::ResponseWriter;
+pub use response::{Framing, ResponseWriter};

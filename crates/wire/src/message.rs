@@ -166,27 +166,44 @@ pub struct OpIter<'a> {
 impl<'a> Message<'a> {
     /// Decodes an AS_MSG body (everything after the 8-byte proto header).
     pub fn decode(body: &'a [u8]) -> Result<Message<'a>, ProtoError> {
-        let (header, mut rest) = decode_header(body)?;
+        let (header, rest) = decode_header(body)?;
+        let (message, rest) = Message::decode_parts(header, rest)?;
+        if !rest.is_empty() {
+            return Err(ProtoError::TrailingBytes { bytes: rest.len() });
+        }
+        Ok(message)
+    }
+
+    /// Decodes `header.n_fields` fields and `header.n_ops` ops from the
+    /// front of `bytes` (a batch row carries them without a full header);
+    /// returns the message and the bytes after it.
+    pub fn decode_parts(
+        header: MsgHeader,
+        bytes: &'a [u8],
+    ) -> Result<(Message<'a>, &'a [u8]), ProtoError> {
+        let mut rest = bytes;
         let mut fields = Fields::default();
         for _ in 0..header.n_fields {
             let (field_kind, data, after) = split_field(rest)?;
             fields.assign(field_kind, data);
             rest = after;
         }
-        let ops = rest;
+        let ops_start = rest;
         for _ in 0..header.n_ops {
             let (_, after) = split_op(rest)?;
             rest = after;
         }
-        if !rest.is_empty() {
-            return Err(ProtoError::TrailingBytes { bytes: rest.len() });
-        }
-        // Every op was validated and they end exactly at the body's end.
-        Ok(Message {
-            header,
-            fields,
-            ops,
-        })
+        let ops = ops_start
+            .get(..ops_start.len() - rest.len())
+            .ok_or(ProtoError::Truncated { what: "ops" })?;
+        Ok((
+            Message {
+                header,
+                fields,
+                ops,
+            },
+            rest,
+        ))
     }
 
     /// The message's ops, in request order.

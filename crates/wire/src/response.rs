@@ -10,27 +10,56 @@ use crate::message::{encode_header, encode_op, MsgHeader, MSG_HEADER_BYTES};
 pub struct ResponseWriter<'o> {
     out: &'o mut Vec<u8>,
     start: usize,
+    framed: bool,
     n_fields: u16,
     n_ops: u16,
+}
+
+/// Whether a response is a message of its own or a row inside a batch or
+/// scan stream (no proto header; the caller frames the rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// A complete proto frame.
+    Message,
+    /// An AS_MSG without proto header; `transaction_ttl` carries the batch
+    /// row index.
+    Row { index: u32 },
 }
 
 impl<'o> ResponseWriter<'o> {
     /// Begins a response with the given header values (counts are filled in
     /// by `finish`).
     pub fn begin(out: &'o mut Vec<u8>, header: &MsgHeader) -> ResponseWriter<'o> {
+        ResponseWriter::begin_framed(out, header, Framing::Message)
+    }
+
+    /// Begins a response framed as asked.
+    pub fn begin_framed(
+        out: &'o mut Vec<u8>,
+        header: &MsgHeader,
+        framing: Framing,
+    ) -> ResponseWriter<'o> {
         let start = out.len();
-        out.extend_from_slice(&[0u8; PROTO_HEADER_BYTES]);
-        encode_header(
-            out,
-            &MsgHeader {
-                n_fields: 0,
-                n_ops: 0,
-                ..*header
-            },
-        );
+        let mut header = MsgHeader {
+            n_fields: 0,
+            n_ops: 0,
+            ..*header
+        };
+        let framed = match framing {
+            Framing::Message => {
+                out.extend_from_slice(&[0u8; PROTO_HEADER_BYTES]);
+                true
+            }
+            Framing::Row { index } => {
+                header.transaction_ttl = index;
+                false
+            }
+        };
+        encode_header(out, &header);
         ResponseWriter {
             out,
             start,
+            framed,
             n_fields: 0,
             n_ops: 0,
         }
@@ -38,7 +67,7 @@ impl<'o> ResponseWriter<'o> {
 
     /// Appends a field; fields must come before ops.
     pub fn field(&mut self, field_kind: u8, data: &[u8]) {
-        debug_assert_eq!(self.n_ops, 0);
+        assert_eq!(self.n_ops, 0, "fields must precede ops");
         crate::message::encode_field(self.out, field_kind, data);
         self.n_fields += 1;
     }
@@ -63,11 +92,17 @@ impl<'o> ResponseWriter<'o> {
 
     /// Patches sizes and counts.
     pub fn finish(self) {
-        let body = self.out.len() - self.start - PROTO_HEADER_BYTES;
-        let proto = ProtoHeader::encode(MessageType::Message, body);
-        let header_at = self.start + PROTO_HEADER_BYTES;
-        if let Some(slot) = self.out.get_mut(self.start..header_at) {
-            slot.copy_from_slice(&proto);
+        let header_at = if self.framed {
+            self.start + PROTO_HEADER_BYTES
+        } else {
+            self.start
+        };
+        if self.framed {
+            let body = self.out.len() - header_at;
+            let proto = ProtoHeader::encode(MessageType::Message, body);
+            if let Some(slot) = self.out.get_mut(self.start..header_at) {
+                slot.copy_from_slice(&proto);
+            }
         }
         let counts_at = header_at + MSG_HEADER_BYTES - 4;
         if let Some(slot) = self.out.get_mut(counts_at..counts_at + 4) {
@@ -79,14 +114,34 @@ impl<'o> ResponseWriter<'o> {
 }
 
 /// Appends a header-only response carrying just a result code.
-pub fn append_result(out: &mut Vec<u8>, result_code: u8, generation: u32, void_time: u32) {
+pub fn append_result(out: &mut Vec<u8>, result_code: u8) {
+    append_result_framed(out, result_code, Framing::Message);
+}
+
+/// Appends a header-only response carrying just a result code, framed as asked.
+pub fn append_result_framed(out: &mut Vec<u8>, result_code: u8, framing: Framing) {
     let header = MsgHeader {
         result_code,
-        generation,
-        record_ttl: void_time,
         ..MsgHeader::default()
     };
-    ResponseWriter::begin(out, &header).finish();
+    ResponseWriter::begin_framed(out, &header, framing).finish();
+}
+
+/// Starts a proto frame whose body the caller appends (streams of rows);
+/// returns the offset to pass to [`finish_frame`].
+pub fn begin_frame(out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; PROTO_HEADER_BYTES]);
+    start
+}
+
+/// Patches the size of a frame begun with [`begin_frame`].
+pub fn finish_frame(out: &mut [u8], start: usize) {
+    let body = out.len().saturating_sub(start + PROTO_HEADER_BYTES);
+    let proto = ProtoHeader::encode(MessageType::Message, body);
+    if let Some(slot) = out.get_mut(start..start + PROTO_HEADER_BYTES) {
+        slot.copy_from_slice(&proto);
+    }
 }
 
 /// Appends the 24-byte admin reply a server without security sends:
@@ -131,7 +186,7 @@ mod tests {
     #[test]
     fn reference_not_found_and_admin_replies() {
         let mut out = Vec::new();
-        append_result(&mut out, 2, 0, 0);
+        append_result(&mut out, 2);
         assert_eq!(out.len(), 30);
         assert_eq!(out[13], 2);
         let mut admin = Vec::new();

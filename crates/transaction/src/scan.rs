@@ -1,0 +1,266 @@
+//! Partition scans (an AS_MSG without a DIGEST field): every record of a
+//! namespace or set, partition by partition, streamed in chunks, ending with
+//! a LAST message. Each partition is read under its read lock for as long as
+//! it takes to copy its records out, so writes are never blocked for long.
+//!
+//! Inside a partition records come in descending digest order; a resume
+//! digest (DIGEST_ARRAY) continues strictly after it, which is what the
+//! clients' partition trackers expect after `max_records`.
+
+use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
+use bolide_store::{Namespace, RecordView, Store};
+use bolide_types::{
+    now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES, PARTITION_COUNT,
+};
+use bolide_wire::message::MsgHeader;
+use bolide_wire::response::{begin_frame, finish_frame};
+use bolide_wire::{field_type, info1, info2, info3, op_type, Framing, Message, ResponseWriter};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A partition to visit and the digest to resume after, if any.
+type PartitionCursor = (u16, Option<[u8; DIGEST_BYTES]>);
+
+/// A scan in progress.
+pub struct ScanJob {
+    namespace: Arc<Namespace>,
+    /// None = every set; Some(id) = that set only.
+    set_id: Option<u16>,
+    bins: Vec<Vec<u8>>,
+    no_bin_data: bool,
+    partitions: Vec<PartitionCursor>,
+    next: usize,
+    records_max: u64,
+    records_sent: u64,
+    records_per_second: u32,
+    started: Instant,
+}
+
+pub fn start(store: &Store, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome {
+    match plan(store, message) {
+        Ok(Some(job)) => Outcome::Stream(Box::new(job)),
+        Ok(None) => {
+            append_last(out, ResultCode::Ok);
+            Outcome::Answered
+        }
+        Err(code) => {
+            append_last(out, code);
+            Outcome::Answered
+        }
+    }
+}
+
+/// Validates a scan request; `None` means "nothing to scan" (unknown set).
+fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultCode> {
+    let fields = &message.fields;
+    let header = &message.header;
+    let namespace = fields
+        .namespace
+        .and_then(|name| store.namespace(name))
+        .ok_or(ResultCode::Namespace)?;
+    if fields.unknown_type.is_some() {
+        return Err(ResultCode::Parameter);
+    }
+    if fields.secondary_index {
+        // No secondary indexes exist, so any index query names a missing one.
+        return Err(ResultCode::IndexNotFound);
+    }
+    if fields.udf
+        || fields.filter_expression.is_some()
+        || fields.transaction
+        || header.info2 & info2::WRITE != 0
+    {
+        return Err(ResultCode::UnsupportedFeature);
+    }
+    let set_id = match fields.set {
+        Some(set) if !set.is_empty() => match namespace.existing_set_id(set) {
+            Some(id) => Some(id),
+            None => return Ok(None),
+        },
+        _ => None,
+    };
+    let mut bins = Vec::new();
+    for op in message.ops() {
+        if op.op_type != op_type::READ {
+            return Err(ResultCode::UnsupportedFeature);
+        }
+        if op.name.len() > BIN_NAME_BYTES_MAX {
+            return Err(ResultCode::BinName);
+        }
+        if !op.name.is_empty() {
+            bins.push(op.name.to_vec());
+        }
+    }
+    Ok(Some(ScanJob {
+        namespace: namespace.clone(),
+        set_id,
+        bins,
+        no_bin_data: header.info1 & info1::NO_BIN_DATA != 0,
+        partitions: partitions(fields.pid_array, fields.digest_array)?,
+        next: 0,
+        records_max: number(fields.max_records)?,
+        records_sent: 0,
+        records_per_second: u32::try_from(number(fields.records_per_second)?).unwrap_or(u32::MAX),
+        started: Instant::now(),
+    }))
+}
+
+/// The partitions to visit, with resume points: PID_ARRAY (u16 LE each),
+/// then DIGEST_ARRAY (20 bytes each); all 4096 when neither is given.
+fn partitions(
+    pids: Option<&[u8]>,
+    digests: Option<&[u8]>,
+) -> Result<Vec<PartitionCursor>, ResultCode> {
+    if pids.is_none() && digests.is_none() {
+        return Ok((0..PARTITION_COUNT as u16).map(|pid| (pid, None)).collect());
+    }
+    let mut seen = vec![false; PARTITION_COUNT];
+    let mut list = Vec::new();
+    let mut add = |pid: u16, resume: Option<[u8; DIGEST_BYTES]>| -> Result<(), ResultCode> {
+        let slot = seen
+            .get_mut(usize::from(pid))
+            .ok_or(ResultCode::Parameter)?;
+        if *slot {
+            return Err(ResultCode::Parameter);
+        }
+        *slot = true;
+        list.push((pid, resume));
+        Ok(())
+    };
+    let pids = pids.unwrap_or_default();
+    if !pids.len().is_multiple_of(2) {
+        return Err(ResultCode::Parameter);
+    }
+    for pid in pids.chunks_exact(2) {
+        add(u16::from_le_bytes([pid[0], pid[1]]), None)?;
+    }
+    let digests = digests.unwrap_or_default();
+    if !digests.len().is_multiple_of(DIGEST_BYTES) {
+        return Err(ResultCode::Parameter);
+    }
+    for digest in digests.chunks_exact(DIGEST_BYTES) {
+        let mut bytes = [0u8; DIGEST_BYTES];
+        bytes.copy_from_slice(digest);
+        add(Digest(bytes).partition_id().0, Some(bytes))?;
+    }
+    Ok(list)
+}
+
+/// A big-endian u64 or u32 field; absent = 0.
+fn number(field: Option<&[u8]>) -> Result<u64, ResultCode> {
+    match field {
+        None => Ok(0),
+        Some(bytes) => match bytes.len() {
+            8 => Ok(u64::from_be_bytes(
+                bytes.try_into().map_err(|_| ResultCode::Parameter)?,
+            )),
+            4 => Ok(u64::from(u32::from_be_bytes(
+                bytes.try_into().map_err(|_| ResultCode::Parameter)?,
+            ))),
+            _ => Err(ResultCode::Parameter),
+        },
+    }
+}
+
+impl StreamJob for ScanJob {
+    fn fill(&mut self, out: &mut Vec<u8>) -> bool {
+        let frame = begin_frame(out);
+        while self.next < self.partitions.len()
+            && !self.limit_reached()
+            && out.len() - frame < CHUNK_BYTES
+        {
+            if let Some(&(pid, resume)) = self.partitions.get(self.next) {
+                self.scan_partition(pid, resume, out);
+            }
+            self.next += 1;
+            self.throttle();
+        }
+        let finished = self.next >= self.partitions.len() || self.limit_reached();
+        if finished {
+            let header = MsgHeader {
+                info3: info3::LAST,
+                ..MsgHeader::default()
+            };
+            ResponseWriter::begin_framed(out, &header, Framing::Row { index: 0 }).finish();
+        }
+        finish_frame(out, frame);
+        finished
+    }
+}
+
+impl ScanJob {
+    fn limit_reached(&self) -> bool {
+        self.records_max != 0 && self.records_sent >= self.records_max
+    }
+
+    /// Copies one partition's matching records into `out`.
+    fn scan_partition(&mut self, pid: u16, resume: Option<[u8; DIGEST_BYTES]>, out: &mut Vec<u8>) {
+        let now = now_citrusleaf_seconds();
+        let namespace = &self.namespace;
+        let Some(table) = namespace.read_partition(usize::from(pid)) else {
+            return;
+        };
+        let mut entries = Vec::new();
+        table.for_each(|entry| {
+            let wanted = self.set_id.is_none_or(|set| set == entry.meta.set_id)
+                && !namespace.is_doomed(&entry.meta, now)
+                && resume.is_none_or(|after| *entry.digest < after);
+            if wanted {
+                entries.push(entry);
+            }
+        });
+        entries.sort_unstable_by(|a, b| b.digest.cmp(a.digest));
+        for entry in entries {
+            if self.limit_reached() {
+                break;
+            }
+            let Some(record) = RecordView::parse(entry.record) else {
+                continue;
+            };
+            let header = MsgHeader {
+                info1: if self.no_bin_data {
+                    info1::NO_BIN_DATA
+                } else {
+                    0
+                },
+                generation: u32::from(entry.meta.generation),
+                record_ttl: entry.meta.void_time,
+                ..MsgHeader::default()
+            };
+            let mut writer = ResponseWriter::begin_framed(out, &header, Framing::Row { index: 0 });
+            writer.field(field_type::NAMESPACE, namespace.name().as_bytes());
+            writer.field(field_type::DIGEST, entry.digest);
+            if let Some(set) = namespace.set_name(entry.meta.set_id) {
+                writer.field(field_type::SET, set.as_bytes());
+            }
+            if let Some((key_type, key)) = record.key {
+                let mut field = Vec::with_capacity(1 + key.len());
+                field.push(key_type);
+                field.extend_from_slice(key);
+                writer.field(field_type::KEY, &field);
+            }
+            if !self.no_bin_data {
+                for bin in record.bins() {
+                    if self.bins.is_empty() || self.bins.iter().any(|name| name == bin.name) {
+                        writer.op(op_type::READ, bin.particle_type, bin.name, bin.value);
+                    }
+                }
+            }
+            writer.finish();
+            self.records_sent += 1;
+        }
+    }
+
+    /// Sleeps as needed to keep to records-per-second.
+    fn throttle(&self) {
+        if self.records_per_second == 0 {
+            return;
+        }
+        let due =
+            Duration::from_secs_f64(self.records_sent as f64 / f64::from(self.records_per_second));
+        let elapsed = self.started.elapsed();
+        if due > elapsed {
+            std::thread::sleep((due - elapsed).min(Duration::from_secs(1)));
+        }
+    }
+}
