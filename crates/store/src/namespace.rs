@@ -75,6 +75,7 @@ pub struct NamespaceStats {
     pub client_delete_not_found: AtomicU64,
     pub client_delete_error: AtomicU64,
     pub fail_generation: AtomicU64,
+    pub filtered_out: AtomicU64,
     pub fail_key_busy: AtomicU64,
     pub fail_record_too_big: AtomicU64,
     pub fail_out_of_space: AtomicU64,

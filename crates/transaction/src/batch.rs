@@ -10,6 +10,7 @@
 //!              · [u16 generation if 0x04] · [u32 ttl if 0x08] · u16 n_fields · u16 n_ops · fields · ops
 //! ```
 
+use crate::expression::Expr;
 use crate::{append_last, execute_record, Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_store::{Namespace, Store};
 use bolide_types::ResultCode;
@@ -36,6 +37,8 @@ pub struct BatchJob {
     position: usize,
     rows_left: u32,
     previous: Option<(usize, u8)>,
+    /// The parent's filter, for rows without their own.
+    filter: Option<Expr>,
     scratch: Scratch,
 }
 
@@ -50,10 +53,18 @@ pub fn start(
         append_last(out, ResultCode::Parameter);
         return Outcome::Answered;
     };
-    if message.fields.filter_expression.is_some() {
-        append_last(out, ResultCode::UnsupportedFeature);
-        return Outcome::Answered;
-    }
+    let filter = match message
+        .fields
+        .filter_expression
+        .map(crate::expression::parse)
+        .transpose()
+    {
+        Ok(filter) => filter,
+        Err(code) => {
+            append_last(out, code);
+            return Outcome::Answered;
+        }
+    };
     let Some((count, rest)) = batch.split_first_chunk::<4>() else {
         append_last(out, ResultCode::Parameter);
         return Outcome::Answered;
@@ -75,6 +86,7 @@ pub fn start(
         position: rows_at,
         rows_left: count,
         previous: None,
+        filter,
         scratch: Scratch::default(),
     };
     if count <= INLINE_ROWS_MAX {
@@ -138,7 +150,14 @@ impl BatchJob {
                 .find(|ns| ns.name().as_bytes() == name)
         });
         match namespace {
-            Some(namespace) => execute_record(namespace, &message, out, &mut self.scratch, framing),
+            Some(namespace) => execute_record(
+                namespace,
+                &message,
+                self.filter.as_ref(),
+                out,
+                &mut self.scratch,
+                framing,
+            ),
             None => bolide_wire::response::append_result_framed(
                 out,
                 ResultCode::Namespace.as_u8(),

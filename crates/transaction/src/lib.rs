@@ -12,6 +12,7 @@
 #![deny(clippy::unwrap_used)]
 
 mod batch;
+mod expression;
 mod ops;
 mod read;
 mod scan;
@@ -21,11 +22,12 @@ mod write;
 pub use batch::BatchJob;
 pub use scan::ScanJob;
 
-use bolide_store::{Namespace, Store};
+use bolide_store::{Namespace, RecordMeta, RecordView, Store};
 use bolide_types::{Digest, ResultCode, DIGEST_BYTES};
 use bolide_wire::message::MsgHeader;
 use bolide_wire::response::{append_result, append_result_framed};
 use bolide_wire::{info1, info2, info3, Framing, Message, ResponseWriter};
+use expression::Expr;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Buffers a connection reuses across requests, so the hot path allocates
@@ -89,7 +91,7 @@ pub fn execute(store: &Store, body: &[u8], out: &mut Vec<u8>, scratch: &mut Scra
         append_result(out, ResultCode::Namespace.as_u8());
         return Outcome::Answered;
     };
-    execute_record(namespace, &message, out, scratch, Framing::Message);
+    execute_record(namespace, &message, None, out, scratch, Framing::Message);
     Outcome::Answered
 }
 
@@ -98,13 +100,14 @@ pub fn execute(store: &Store, body: &[u8], out: &mut Vec<u8>, scratch: &mut Scra
 fn execute_record(
     namespace: &Namespace,
     message: &Message<'_>,
+    parent_filter: Option<&Expr>,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
     framing: Framing,
 ) {
     let start = out.len();
     let kind = kind_of(&message.header);
-    let code = match route(namespace, message, out, scratch, framing) {
+    let code = match route(namespace, message, parent_filter, out, scratch, framing) {
         Ok(()) => ResultCode::Ok,
         Err(code) => {
             out.truncate(start);
@@ -128,6 +131,7 @@ fn append_last(out: &mut Vec<u8>, code: ResultCode) {
 fn route(
     namespace: &Namespace,
     message: &Message<'_>,
+    parent_filter: Option<&Expr>,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
     framing: Framing,
@@ -136,19 +140,51 @@ fn route(
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
     }
-    if fields.udf || fields.filter_expression.is_some() || fields.transaction {
+    if fields.udf || fields.transaction {
         return Err(ResultCode::UnsupportedFeature);
     }
+    let own_filter = fields
+        .filter_expression
+        .map(expression::parse)
+        .transpose()?;
+    let filter = own_filter.as_ref().or(parent_filter);
     let digest = fields.digest.ok_or(ResultCode::Parameter)?;
     let digest: [u8; DIGEST_BYTES] = digest.try_into().map_err(|_| ResultCode::Parameter)?;
     let digest = Digest(digest);
     let header = &message.header;
     if header.info2 & info2::WRITE != 0 {
-        write::execute(namespace, &digest, message, out, scratch, framing)
+        write::execute(namespace, &digest, message, filter, out, scratch, framing)
     } else if header.info1 & info1::READ != 0 {
-        read::execute(namespace, &digest, message, out, framing)
+        read::execute(namespace, &digest, message, filter, out, framing)
     } else {
         Err(ResultCode::Parameter)
+    }
+}
+
+/// FILTERED_OUT unless the record passes the request's filter expression.
+fn check_filter(
+    namespace: &Namespace,
+    filter: Option<&Expr>,
+    digest: &Digest,
+    meta: &RecordMeta,
+    record: &RecordView<'_>,
+    record_bytes: usize,
+) -> Result<(), ResultCode> {
+    let Some(filter) = filter else {
+        return Ok(());
+    };
+    let subject = expression::Subject {
+        digest,
+        meta,
+        record,
+        record_bytes,
+        set_name: namespace.set_name(meta.set_id),
+        now_ms: bolide_types::now_citrusleaf_milliseconds(),
+    };
+    if expression::passes(filter, &subject) {
+        Ok(())
+    } else {
+        Err(ResultCode::FilteredOut)
     }
 }
 
@@ -220,6 +256,7 @@ fn count(namespace: &Namespace, kind: Kind, code: ResultCode) {
     };
     counter.fetch_add(1, Relaxed);
     match code {
+        ResultCode::FilteredOut => stats.filtered_out.fetch_add(1, Relaxed),
         ResultCode::Generation => stats.fail_generation.fetch_add(1, Relaxed),
         ResultCode::RecordTooBig => stats.fail_record_too_big.fetch_add(1, Relaxed),
         ResultCode::OutOfSpace => stats.fail_out_of_space.fetch_add(1, Relaxed),

@@ -1,5 +1,6 @@
 //! Reads: get (all bins, named bins), exists / header.
 
+use crate::expression::Expr;
 use bolide_store::{Namespace, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::MsgHeader;
@@ -10,6 +11,7 @@ pub fn execute(
     namespace: &Namespace,
     digest: &Digest,
     message: &Message<'_>,
+    filter: Option<&Expr>,
     out: &mut Vec<u8>,
     framing: Framing,
 ) -> Result<(), ResultCode> {
@@ -41,6 +43,14 @@ pub fn execute(
     crate::check_set(namespace, message, entry.meta.set_id)?;
     let record = RecordView::parse(entry.record).ok_or(ResultCode::Unknown)?;
     crate::check_key(message, record.key)?;
+    crate::check_filter(
+        namespace,
+        filter,
+        digest,
+        &entry.meta,
+        &record,
+        entry.record.len(),
+    )?;
     let response = MsgHeader {
         generation: u32::from(entry.meta.generation),
         record_ttl: entry.meta.void_time,

@@ -7,6 +7,7 @@
 //! digest (DIGEST_ARRAY) continues strictly after it, which is what the
 //! clients' partition trackers expect after `max_records`.
 
+use crate::expression::Expr;
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
 use bolide_store::{Namespace, RecordView, Store};
 use bolide_types::{
@@ -34,6 +35,7 @@ pub struct ScanJob {
     records_sent: u64,
     records_per_second: u32,
     started: Instant,
+    filter: Option<Expr>,
 }
 
 pub fn start(store: &Store, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome {
@@ -65,11 +67,7 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
         // No secondary indexes exist, so any index query names a missing one.
         return Err(ResultCode::IndexNotFound);
     }
-    if fields.udf
-        || fields.filter_expression.is_some()
-        || fields.transaction
-        || header.info2 & info2::WRITE != 0
-    {
+    if fields.udf || fields.transaction || header.info2 & info2::WRITE != 0 {
         return Err(ResultCode::UnsupportedFeature);
     }
     let set_id = match fields.set {
@@ -91,7 +89,12 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
             bins.push(op.name.to_vec());
         }
     }
+    let filter = fields
+        .filter_expression
+        .map(crate::expression::parse)
+        .transpose()?;
     Ok(Some(ScanJob {
+        filter,
         namespace: namespace.clone(),
         set_id,
         bins,
@@ -217,6 +220,19 @@ impl ScanJob {
             let Some(record) = RecordView::parse(entry.record) else {
                 continue;
             };
+            let digest = Digest(*entry.digest);
+            if crate::check_filter(
+                namespace,
+                self.filter.as_ref(),
+                &digest,
+                &entry.meta,
+                &record,
+                entry.record.len(),
+            )
+            .is_err()
+            {
+                continue;
+            }
             let header = MsgHeader {
                 info1: if self.no_bin_data {
                     info1::NO_BIN_DATA

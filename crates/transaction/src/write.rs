@@ -1,6 +1,7 @@
 //! Writes: put (with exists and generation policies), delete, touch and
 //! operate, all under the partition's write lock.
 
+use crate::expression::Expr;
 use crate::ops::{self, WorkBin};
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, RecordView};
@@ -17,6 +18,7 @@ pub fn execute(
     namespace: &Namespace,
     digest: &Digest,
     message: &Message<'_>,
+    filter: Option<&Expr>,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
     framing: Framing,
@@ -40,6 +42,18 @@ pub fn execute(
         .filter(|entry| !namespace.is_doomed(&entry.meta, now));
     let existing_meta = existing.map(|entry| entry.meta);
     check_generation(header, existing_meta)?;
+    if let (Some(entry), Some(_)) = (existing, filter) {
+        // Filters apply to records that exist; a new record is written.
+        let view = RecordView::parse(entry.record).ok_or(ResultCode::Unknown)?;
+        crate::check_filter(
+            namespace,
+            filter,
+            digest,
+            &entry.meta,
+            &view,
+            entry.record.len(),
+        )?;
+    }
 
     if header.info2 & info2::DELETE != 0 {
         let present = existing_meta.is_some();

@@ -14,6 +14,7 @@ mod error;
 pub mod frame;
 pub mod info;
 pub mod message;
+pub mod msgpack;
 pub mod response;
 
 pub use error::ProtoError;
