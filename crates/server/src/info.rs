@@ -168,7 +168,8 @@ fn truncate(node: &Node, command: &InfoCommand<'_>, whole_namespace: bool) -> St
     }
     let now_ms = now_citrusleaf_milliseconds();
     let before_ms = match command.param("lut") {
-        None => now_ms,
+        // Everything written up to and including this millisecond.
+        None => now_ms + 1,
         Some(lut) => match lut.parse::<u64>() {
             Ok(nanos) => {
                 let unix_ms = nanos / 1_000_000;

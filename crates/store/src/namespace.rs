@@ -268,6 +268,20 @@ impl Namespace {
         }
     }
 
+    /// The last-update time to stamp on a write to `set_id` now: the
+    /// clock, but always after any truncation point, so a write that
+    /// follows a truncation within the same millisecond survives it.
+    pub fn update_stamp_ms(&self, set_id: u16, now_ms: u64) -> u64 {
+        let set_lut = match set_id {
+            0 => 0,
+            id => self
+                .sets
+                .get(usize::from(id))
+                .map_or(0, |set| set.truncate_lut_ms.load(Relaxed)),
+        };
+        now_ms.max(self.truncate_lut_ms.load(Relaxed).max(set_lut) + 1)
+    }
+
     /// The namespace's truncation point (ms since 2010).
     pub fn truncate_lut_ms(&self) -> u64 {
         self.truncate_lut_ms.load(Relaxed)

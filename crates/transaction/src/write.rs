@@ -41,7 +41,9 @@ pub fn execute(
         .get(digest)
         .filter(|entry| !namespace.is_doomed(&entry.meta, now));
     let existing_meta = existing.map(|entry| entry.meta);
-    check_generation(header, existing_meta)?;
+    if header.info2 & info2::DELETE == 0 || existing_meta.is_some() {
+        check_generation(header, existing_meta)?;
+    }
     if let (Some(entry), Some(_)) = (existing, filter) {
         // Filters apply to records that exist; a new record is written.
         let view = RecordView::parse(entry.record).ok_or(ResultCode::Unknown)?;
@@ -132,7 +134,11 @@ pub fn execute(
     }
 
     let (generation, void_time) = if bins.is_empty() {
-        // No bins left: the write deletes the record.
+        // No bins left: the write deletes the record, or, if there was no
+        // record, there is nothing to write (as the real server answers).
+        if existing_meta.is_none() {
+            return Err(ResultCode::NotFound);
+        }
         drop(bins);
         writer.remove(digest);
         (0, 0)
@@ -148,7 +154,7 @@ pub fn execute(
         let meta = RecordMeta {
             generation,
             void_time,
-            last_update_ms: now_citrusleaf_milliseconds(),
+            last_update_ms: namespace.update_stamp_ms(set_id, now_citrusleaf_milliseconds()),
             set_id,
         };
         writer.put(digest, meta, RecordBlob::new(&scratch.record));
@@ -207,11 +213,10 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
     Ok(())
 }
 
+/// Generation policies; a missing record counts as generation 0, as on the
+/// real server (so "expect generation 1" on a missing record fails).
 fn check_generation(header: &MsgHeader, existing: Option<RecordMeta>) -> Result<(), ResultCode> {
-    let Some(meta) = existing else {
-        return Ok(());
-    };
-    let current = u32::from(meta.generation);
+    let current = existing.map_or(0, |meta| u32::from(meta.generation));
     if header.info2 & info2::GENERATION != 0 && header.generation != current {
         return Err(ResultCode::Generation);
     }
@@ -297,7 +302,8 @@ fn apply<'a>(
             set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
         }
         op_type::DELETE => bins.clear(),
-        op_type::TOUCH => {}
+        // A touch never has an answer entry, even with respond-all-ops.
+        op_type::TOUCH => return Ok(()),
         _ => return Err(ResultCode::Parameter),
     }
     if respond_all {

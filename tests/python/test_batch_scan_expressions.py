@@ -1,0 +1,244 @@
+"""Batch, scan/query, truncate and filter expressions through the official
+Python client (issue 5, the parts that have landed: CDT operations are not
+implemented yet)."""
+
+from __future__ import annotations
+
+import uuid
+
+import aerospike
+import pytest
+from aerospike import exception as ex
+from aerospike_helpers import expressions as exp
+from aerospike_helpers.batch import records as br
+from aerospike_helpers.operations import operations as op
+
+from helpers import NS, info_value, wait_for
+
+
+@pytest.fixture
+def fresh_set(client):
+    """A set name of its own, truncated after the test."""
+    name = f"s{uuid.uuid4().hex[:10]}"
+    yield name
+    client.truncate(NS, name, 0)
+
+
+def load(client, set_name, count, send_key=True):
+    policy = {"key": aerospike.POLICY_KEY_SEND} if send_key else {}
+    for i in range(count):
+        client.put((NS, set_name, i), {"i": i, "s": f"v{i}", "f": i / 2}, policy=policy)
+
+
+# ---------------------------------------------------------------- batch
+
+
+def test_batch_read_all_bins_named_bins_and_missing(client, fresh_set):
+    load(client, fresh_set, 20)
+    keys = [(NS, fresh_set, i) for i in range(20)] + [(NS, fresh_set, "missing")]
+    result = client.batch_read(keys)
+    assert len(result.batch_records) == 21
+    for i, record in enumerate(result.batch_records[:20]):
+        assert record.result == 0
+        assert record.record[1]["gen"] == 1
+        assert record.record[2] == {"i": i, "s": f"v{i}", "f": i / 2}
+    assert result.batch_records[20].result == 2
+    named = client.batch_read(keys[:5], ["s"])
+    assert [r.record[2] for r in named.batch_records] == [{"s": f"v{i}"} for i in range(5)]
+
+
+def test_batch_exists_only(client, fresh_set):
+    load(client, fresh_set, 3)
+    result = client.batch_read([(NS, fresh_set, 0), (NS, fresh_set, 99)], [])
+    assert result.batch_records[0].result == 0
+    assert result.batch_records[0].record[1]["gen"] == 1
+    assert result.batch_records[1].result == 2
+
+
+def test_large_batch_of_ten_thousand_keys(client, fresh_set):
+    load(client, fresh_set, 2000, send_key=False)
+    keys = [(NS, fresh_set, i) for i in range(10_000)]
+    result = client.batch_read(keys, ["i"])
+    found = [r for r in result.batch_records if r.result == 0]
+    missing = [r for r in result.batch_records if r.result == 2]
+    assert len(found) == 2000 and len(missing) == 8000
+    assert sorted(r.record[2]["i"] for r in found) == list(range(2000))
+
+
+def test_batch_write_operate_and_remove(client, fresh_set):
+    load(client, fresh_set, 5)
+    writes = br.BatchRecords(
+        [br.Write((NS, fresh_set, 100 + i), [op.write("w", i)]) for i in range(10)]
+        + [br.Remove((NS, fresh_set, 0)), br.Read((NS, fresh_set, 1), [op.read("s")])]
+    )
+    result = client.batch_write(writes)
+    assert result.result == 0
+    assert [r.result for r in result.batch_records] == [0] * 12
+    assert result.batch_records[11].record[2] == {"s": "v1"}
+    assert client.get((NS, fresh_set, 105))[2] == {"w": 5}
+    with pytest.raises(ex.RecordNotFound):
+        client.get((NS, fresh_set, 0))
+    operated = client.batch_operate([(NS, fresh_set, i) for i in (1, 2)], [op.increment("i", 10), op.read("i")])
+    assert [r.record[2]["i"] for r in operated.batch_records] == [11, 12]
+    removed = client.batch_remove([(NS, fresh_set, 1), (NS, fresh_set, 424242)])
+    assert [r.result for r in removed.batch_records] == [0, 2]
+
+
+def test_batch_write_policies_report_per_record_codes(client, fresh_set):
+    load(client, fresh_set, 1)
+    writes = br.BatchRecords(
+        [
+            br.Write((NS, fresh_set, 0), [op.write("x", 1)], policy={"exists": aerospike.POLICY_EXISTS_CREATE}),
+            br.Write((NS, fresh_set, 7), [op.write("x", 1)], policy={"exists": aerospike.POLICY_EXISTS_UPDATE}),
+            br.Write((NS, fresh_set, 0), [op.increment("s", 1)]),
+        ]
+    )
+    result = client.batch_write(writes)
+    assert [r.result for r in result.batch_records] == [5, 2, 12]
+
+
+# ---------------------------------------------------------------- scan / query
+
+
+def test_scan_set_returns_every_record_with_its_stored_key(client, fresh_set):
+    load(client, fresh_set, 300)
+    records = client.scan(NS, fresh_set).results()
+    assert len(records) == 300
+    by_key = {key[2]: bins for key, meta, bins in records}
+    assert sorted(by_key) == list(range(300))
+    assert all(by_key[i]["i"] == i for i in range(300))
+
+
+def test_query_without_index_selects_bins(client, fresh_set):
+    load(client, fresh_set, 50)
+    query = client.query(NS, fresh_set)
+    query.select("s")
+    records = query.results()
+    assert len(records) == 50
+    assert all(set(bins) == {"s"} for _, _, bins in records)
+
+
+def test_scan_of_unknown_set_is_empty(client):
+    assert client.scan(NS, "no_such_set_here").results() == []
+
+
+def test_scan_max_records_and_partition_resume(client, fresh_set):
+    load(client, fresh_set, 500)
+    assert len(client.scan(NS, fresh_set).results(policy={"max_records": 100})) == 100
+    # Page through the whole set with a partition filter and max_records:
+    # every record exactly once.
+    query = client.query(NS, fresh_set)
+    query.max_records = 120
+    partition_filter = {"begin": 0, "count": 4096}
+    seen = []
+    for _ in range(20):
+        page = query.results(policy={"partition_filter": partition_filter})
+        seen.extend(key[2] for key, _, _ in page)
+        if query.is_done():
+            break
+        partition_filter = {"begin": 0, "count": 4096, "partition_status": query.get_partitions_status()}
+    assert sorted(seen) == list(range(500))
+
+
+def test_scan_of_some_partitions(client, fresh_set):
+    load(client, fresh_set, 400)
+    first_half = client.query(NS, fresh_set).results(policy={"partition_filter": {"begin": 0, "count": 2048}})
+    second_half = client.query(NS, fresh_set).results(policy={"partition_filter": {"begin": 2048, "count": 2048}})
+    keys = sorted(key[2] for key, _, _ in first_half + second_half)
+    assert keys == list(range(400))
+    assert 0 < len(first_half) < 400
+
+
+def test_scan_throttled_by_records_per_second(client, fresh_set):
+    import time
+
+    load(client, fresh_set, 300)
+    started = time.monotonic()
+    records = client.scan(NS, fresh_set).results(policy={"records_per_second": 200})
+    elapsed = time.monotonic() - started
+    assert len(records) == 300
+    assert elapsed >= 0.9, f"300 records at 200/s took only {elapsed:.2f}s"
+
+
+# ---------------------------------------------------------------- truncate
+
+
+def test_truncate_set_hides_and_removes_records(client, fresh_set):
+    load(client, fresh_set, 100)
+    other = fresh_set + "o"
+    load(client, other, 10)
+    client.truncate(NS, fresh_set, 0)
+    with pytest.raises(ex.RecordNotFound):
+        client.get((NS, fresh_set, 5))
+    assert client.scan(NS, fresh_set).results() == []
+    assert len(client.scan(NS, other).results()) == 10
+    # New writes after the truncation are kept.
+    client.put((NS, fresh_set, 5), {"again": 1})
+    assert client.get((NS, fresh_set, 5))[2] == {"again": 1}
+    wait_for(
+        lambda: f"set={fresh_set}:objects=1:" in info_value(client, f"sets/{NS}"),
+        timeout=10,
+        what="truncated records freed",
+    )
+    client.truncate(NS, other, 0)
+
+
+def test_truncate_info_command_and_errors(client, fresh_set):
+    load(client, fresh_set, 5)
+    assert info_value(client, f"truncate:namespace={NS};set={fresh_set}") == "ok"
+    assert client.scan(NS, fresh_set).results() == []
+    # The C client turns an ERROR:<code> answer into the matching exception.
+    with pytest.raises(ex.NamespaceNotFound):
+        client.info_random_node("truncate:namespace=nope;set=x")
+    with pytest.raises(ex.AerospikeError) as error:
+        client.info_random_node(f"truncate:namespace={NS};set=x;lut=99999999999999999999")
+    assert error.value.code == 4
+
+
+# ---------------------------------------------------------------- expressions
+
+
+def test_filter_on_get_put_and_remove(client, fresh_set):
+    load(client, fresh_set, 3)
+    key = (NS, fresh_set, 1)
+    assert client.get(key, {"expressions": exp.Eq(exp.IntBin("i"), 1).compile()})[2]["i"] == 1
+    with pytest.raises(ex.FilteredOut):
+        client.get(key, {"expressions": exp.Eq(exp.IntBin("i"), 2).compile()})
+    with pytest.raises(ex.FilteredOut):
+        client.put(key, {"x": 1}, policy={"expressions": exp.GT(exp.IntBin("i"), 5).compile()})
+    with pytest.raises(ex.FilteredOut):
+        client.remove(key, policy={"expressions": exp.Eq(exp.StrBin("s"), "nope").compile()})
+    client.remove(key, policy={"expressions": exp.Eq(exp.StrBin("s"), "v1").compile()})
+    with pytest.raises(ex.RecordNotFound):
+        client.get(key)
+    # A new record is written whatever the filter says.
+    client.put((NS, fresh_set, 50), {"i": 50}, policy={"expressions": exp.Eq(exp.IntBin("i"), -1).compile()})
+    assert client.get((NS, fresh_set, 50))[2] == {"i": 50}
+
+
+def test_filter_type_mismatch_is_a_bad_request(client, fresh_set):
+    load(client, fresh_set, 1)
+    with pytest.raises(ex.InvalidRequest):
+        client.get((NS, fresh_set, 0), {"expressions": exp.GE(exp.StrBin("i"), 10).compile()})
+
+
+def test_filter_logic_and_metadata_on_scans_and_batches(client, fresh_set):
+    load(client, fresh_set, 100)
+    expression = exp.And(
+        exp.GE(exp.IntBin("i"), 10),
+        exp.LT(exp.IntBin("i"), 20),
+        exp.Not(exp.Eq(exp.StrBin("s"), "v15")),
+    ).compile()
+    found = sorted(bins["i"] for _, _, bins in client.query(NS, fresh_set).results({"expressions": expression}))
+    assert found == [10, 11, 12, 13, 14, 16, 17, 18, 19]
+    meta = exp.And(
+        exp.Eq(exp.TTL(), -1), exp.KeyExists(), exp.Eq(exp.SetName(), fresh_set), exp.GT(exp.FloatBin("f"), 24.0)
+    ).compile()
+    assert len(client.scan(NS, fresh_set).results({"expressions": meta})) == 51
+    modulo = client.scan(NS, fresh_set).results({"expressions": exp.Eq(exp.DigestMod(2), 0).compile()})
+    expected = sum(1 for i in range(100) if aerospike.calc_digest(NS, fresh_set, i)[-1] % 2 == 0)
+    assert len(modulo) == expected
+    batch = client.batch_read(
+        [(NS, fresh_set, i) for i in range(8)], policy={"expressions": exp.LT(exp.IntBin("i"), 4).compile()}
+    )
+    assert [r.result for r in batch.batch_records] == [0, 0, 0, 0, 27, 27, 27, 27]
