@@ -35,7 +35,7 @@ pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
 
-stat() { "$gobin/asinfo" -h 127.0.0.1 -p "$PORT" -v "$1" 2>/dev/null | tr ';' '\n' | awk -F= -v k="$2" '$1 ~ k"$" {print $2}' | tail -1; }
+stat() { "$gobin/asinfo" -h 127.0.0.1 -p "$PORT" -v "$1" 2>/dev/null | tr ';' '\n' | awk -F= -v k="$2" '$1 == k {print $2}' | head -1; }
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$pid/status"; }
 
 rss_before=$(rss)
