@@ -23,6 +23,16 @@ use tokio::sync::mpsc;
 /// for the operator) if it cannot start.
 pub fn run(config: Config) -> Result<(), String> {
     let node = Arc::new(Node::new(config));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start runtime: {error}"))?;
+    // Signal handlers first: from the moment the port accepts connections,
+    // SIGTERM and SIGINT mean a clean shutdown, never the default action.
+    let signals = {
+        let _context = runtime.enter();
+        Signals::install()?
+    };
     let config = &node.config;
     let mut listeners = vec![bind(SocketAddr::new(
         config.service_address,
@@ -39,29 +49,42 @@ pub fn run(config: Config) -> Result<(), String> {
     // One single-threaded event loop per core; the acceptor deals
     // connections to them round-robin.
     let mut loops = Vec::new();
-    let mut handles = Vec::new();
     for index in 0..config.service_threads {
         let (sender, receiver) = mpsc::unbounded_channel::<std::net::TcpStream>();
         let node = node.clone();
-        let handle = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name(format!("service-{index}"))
             .spawn(move || event_loop(node, receiver))
             .map_err(|error| format!("cannot start service thread: {error}"))?;
         loops.push(sender);
-        handles.push(handle);
     }
     supervisor::start(node.clone());
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| format!("cannot start runtime: {error}"))?;
-    runtime.block_on(accept(node.clone(), listeners, loops))?;
+    runtime.block_on(accept(node.clone(), listeners, loops, signals))?;
     tracing::info!("shutting down");
     if let Some(path) = &node.config.pidfile {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// SIGTERM and SIGINT streams, kept for the node's life so that a signal
+/// arriving between two polls is kept for the next one.
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            terminate: signal(SignalKind::terminate())
+                .map_err(|error| format!("cannot handle SIGTERM: {error}"))?,
+            interrupt: signal(SignalKind::interrupt())
+                .map_err(|error| format!("cannot handle SIGINT: {error}"))?,
+        })
+    }
 }
 
 fn bind(address: SocketAddr) -> Result<TcpListener, String> {
@@ -90,6 +113,7 @@ async fn accept(
     node: Arc<Node>,
     listeners: Vec<TcpListener>,
     loops: Vec<mpsc::UnboundedSender<std::net::TcpStream>>,
+    mut signals: Signals,
 ) -> Result<(), String> {
     let (connections, mut incoming) = mpsc::unbounded_channel();
     for listener in listeners {
@@ -121,12 +145,10 @@ async fn accept(
         "bolided ready"
     );
     let mut next = 0usize;
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|error| format!("cannot handle SIGTERM: {error}"))?;
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-            _ = terminate.recv() => return Ok(()),
+            _ = signals.interrupt.recv() => return Ok(()),
+            _ = signals.terminate.recv() => return Ok(()),
             stream = incoming.recv() => {
                 let Some(stream) = stream else { return Ok(()) };
                 if node.open_connections() >= node.config.proto_fd_max as u64 {

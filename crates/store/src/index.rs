@@ -156,6 +156,11 @@ impl IndexTable {
         let record = self.records.get_mut(slot).and_then(Option::take);
         self.vacate(slot);
         self.len -= 1;
+        if self.len == 0 {
+            // An empty partition holds no index memory at all.
+            *self = IndexTable::default();
+            return record.map(|blob| (meta, blob));
+        }
         if self.capacity() > CAPACITY_MIN * 2 && self.len * 100 < self.capacity() * LOAD_MIN_PERCENT
         {
             let target = (self.len * 100 / 70).max(CAPACITY_MIN);
