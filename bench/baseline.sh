@@ -96,11 +96,13 @@ run_redis() {
 timeout 600 taskset -c "$CLIENT_CPU" "$gobin/benchmark" -h 127.0.0.1 -p "$BOLIDE_PORT" -n test -k "$KEYS" \
   -o S:100 -c "$CONCURRENCY" -w I > "$out/bolide-insert.log" 2>&1 || true
 run_go bolide-ru100 -w RU,100
+perf_pid=
 if [ "$PROFILE" = 1 ] && command -v perf >/dev/null; then
   ( sleep 3; perf record -F 999 -g -p "$bolide_pid" -o "$out/perf.data" -- sleep 5 > /dev/null 2>&1 || true ) &
+  perf_pid=$!
 fi
 run_go bolide-ru50 -w RU,50
-wait || true
+[ -z "$perf_pid" ] || wait "$perf_pid" || true
 
 # Redis: same key space, value size, clients, no pipelining. -n sized to
 # last about SECONDS_PER_RUN at ~100k ops/s.

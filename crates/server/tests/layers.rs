@@ -53,6 +53,15 @@ fn dependencies_point_down() {
 }
 
 #[test]
+fn tools_talk_to_the_server_through_the_wire_crate_only() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/bench/Cargo.toml");
+    let manifest = std::fs::read_to_string(manifest).expect("bolide-bench manifest");
+    for forbidden in ["bolide-store", "bolide-transaction", "bolide-server"] {
+        assert!(!manifest.contains(forbidden), "bolide-bench must not depend on {forbidden}");
+    }
+}
+
+#[test]
 fn every_crate_is_checked() {
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for entry in std::fs::read_dir(crates).expect("crates dir") {

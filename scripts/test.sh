@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The single test command for Bolide:  ./scripts/test.sh
+#
+# Needs only Rust (cargo with rustfmt + clippy), Go and Python 3.11 on PATH.
+# Sections: cargo fmt --check, clippy -D warnings, release build, cargo tests,
+# Python client suite (official `aerospike` 19.x in .venv), Go tools smoke
+# test. The build is fail-fast (everything else needs the binary); the other
+# sections all run and the script exits non-zero at the end if any failed.
+#
+# Env knobs:
+#   SKIP_RUST_CHECKS=1   skip fmt/clippy (quick local iterations)
+#   PYTEST_ARGS="..."    extra pytest arguments (e.g. "-k ttl -x")
+#   PYTHON=python3.11    interpreter used to create .venv
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+START=$(date +%s)
+FAILED=()
+section() {
+    printf '\n==== %s  (+%ss) ====\n' "$*" "$(( $(date +%s) - START ))"
+}
+# stage <name> cmd... : run a section, record a failure instead of exiting
+stage() {
+    local name=$1; shift
+    section "$name"
+    if "$@"; then
+        printf -- '---- %s: OK\n' "$name"
+    else
+        local rc=$?
+        printf -- '---- %s: FAILED (exit %s)\n' "$name" "$rc"
+        FAILED+=("$name")
+    fi
+}
+
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+if [[ "${SKIP_RUST_CHECKS:-0}" != 1 ]]; then
+    stage "cargo fmt --check" cargo fmt --all -- --check
+    stage "cargo clippy --workspace --all-targets -D warnings" \
+        cargo clippy --workspace --all-targets -- -D warnings
+fi
+
+section "cargo build --release -p bolide-server"
+cargo build --release -p bolide-server
+export BOLIDED_BIN="$ROOT/target/release/bolided"
+[[ -x "$BOLIDED_BIN" ]] || { echo "missing $BOLIDED_BIN after build" >&2; exit 1; }
+
+section "redis-server + redis-benchmark (bolide-bench smoke and compare tests)"
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+    else
+        echo "redis-server is required: apt-get install redis-server" >&2
+    fi
+fi
+redis-server --version
+
+stage "cargo test --workspace --release" cargo test --workspace --release
+
+section "python venv (.venv: aerospike 19.x + pytest)"
+PYTHON="${PYTHON:-python3}"
+VENV="$ROOT/.venv"
+if ! "$VENV/bin/python" - 2>/dev/null <<'PY'
+import importlib.metadata as m, sys
+import aerospike, pytest  # noqa: F401  (must import, not just be listed)
+sys.exit(0 if m.version("aerospike").startswith("19.") else 1)
+PY
+then
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet "aerospike==19.*" pytest
+else
+    echo "reusing $VENV"
+fi
+"$VENV/bin/python" -c 'import importlib.metadata as m; print("aerospike", m.version("aerospike"), "| pytest", m.version("pytest"))'
+
+# shellcheck disable=SC2086
+stage "pytest tests/python" "$VENV/bin/python" -m pytest tests/python -q ${PYTEST_ARGS:-}
+
+stage "Go tools smoke test (tests/go/smoke.sh)" ./tests/go/smoke.sh
+
+section "summary after $(( $(date +%s) - START ))s"
+if (( ${#FAILED[@]} )); then
+    printf 'FAILED sections:\n'
+    printf '  - %s\n' "${FAILED[@]}"
+    exit 1
+fi
+echo "ALL TESTS PASSED"

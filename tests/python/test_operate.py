@@ -1,0 +1,205 @@
+"""operate(): several ops in one call, ordering, types and errors."""
+
+import aerospike
+import pytest
+from aerospike import exception as ex
+from aerospike_helpers.operations import operations as op
+
+
+def test_multi_op_read_sees_earlier_writes(client, key):
+    client.put(key, {"n": 1, "s": "abc", "f": 1.5})
+    ops = [
+        op.increment("n", 5),
+        op.append("s", "x"),
+        op.prepend("s", "y"),
+        op.increment("f", 2.25),
+        op.write("w", "new"),
+        op.read("n"),
+        op.read("s"),
+        op.read("f"),
+        op.read("w"),
+    ]
+    _, meta, bins = client.operate(key, ops)
+    assert bins == {"n": 6, "s": "yabcx", "f": 3.75, "w": "new"}
+    assert meta["gen"] == 2, "one operate with writes = one generation bump"
+    _, meta, bins = client.get(key)
+    assert bins == {"n": 6, "s": "yabcx", "f": 3.75, "w": "new"}
+    assert meta["gen"] == 2
+
+
+def test_read_only_operate_does_not_bump_generation(client, key):
+    client.put(key, {"a": 1, "b": 2})
+    _, meta, bins = client.operate(key, [op.read("a"), op.read("b")])
+    assert bins == {"a": 1, "b": 2}
+    assert meta["gen"] == 1
+    assert client.exists(key)[1]["gen"] == 1
+
+
+def test_read_before_write_sees_old_value(client, key):
+    client.put(key, {"n": 10})
+    _, _, res = client.operate_ordered(key, [op.read("n"), op.increment("n", 1), op.read("n")])
+    values = [v for (_name, v) in res if v is not None]
+    assert values == [10, 11], res
+
+
+def test_operate_creates_missing_record(client, key):
+    _, meta, bins = client.operate(key, [op.increment("n", 7), op.append("s", "hi"), op.read("n"), op.read("s")])
+    assert bins == {"n": 7, "s": "hi"}
+    assert meta["gen"] == 1
+
+
+def test_increment_on_missing_bin_creates_it(client, key):
+    client.put(key, {"a": 1})
+    client.operate(key, [op.increment("cnt", -3), op.increment("fl", 0.5)])
+    _, meta, bins = client.get(key)
+    assert bins == {"a": 1, "cnt": -3, "fl": 0.5}
+    assert meta["gen"] == 2
+
+
+def test_increment_int_wraps(client, key):
+    client.put(key, {"n": 2**63 - 1})
+    _, _, bins = client.operate(key, [op.increment("n", 1), op.read("n")])
+    assert bins["n"] == -(2**63)
+
+
+def test_append_prepend_bytes(client, key):
+    client.put(key, {"b": bytearray(b"\x01\x02")})
+    client.operate(key, [op.append("b", bytearray(b"\x03")), op.prepend("b", bytearray(b"\x00"))])
+    _, _, bins = client.get(key)
+    assert bytes(bins["b"]) == b"\x00\x01\x02\x03"
+
+
+def test_touch_op_with_ttl_and_read(client, key):
+    client.put(key, {"a": 1}, meta={"ttl": 100})
+    _, meta, bins = client.operate(key, [op.touch(), op.read("a")], meta={"ttl": 3000})
+    assert bins == {"a": 1}
+    assert meta["gen"] == 2
+    assert 2990 <= meta["ttl"] <= 3000, meta
+
+
+def test_touch_op_on_missing_record(client, key):
+    with pytest.raises(ex.RecordNotFound) as ei:
+        client.operate(key, [op.touch()])
+    assert ei.value.code == 2
+
+
+def test_delete_op_removes_record(client, key):
+    client.put(key, {"a": 1, "b": 2})
+    client.operate(key, [op.delete()])
+    with pytest.raises(ex.RecordNotFound):
+        client.get(key)
+
+
+def test_delete_op_then_write_leaves_only_new_bins(client, key):
+    client.put(key, {"a": 1, "b": 2})
+    client.operate(key, [op.delete(), op.write("c", 3)])
+    _, meta, bins = client.get(key)
+    assert bins == {"c": 3}
+
+
+def test_write_none_op_deletes_bin(client, key):
+    client.put(key, {"a": 1, "b": 2})
+    client.operate(key, [op.write("a", None)])
+    _, meta, bins = client.get(key)
+    assert bins == {"b": 2}
+    assert meta["gen"] == 2
+
+
+def test_increment_string_bin_is_incompatible(client, key):
+    client.put(key, {"s": "text", "n": 1})
+    with pytest.raises(ex.BinIncompatibleType) as ei:
+        client.operate(key, [op.increment("s", 1)])
+    assert ei.value.code == 12
+    _, meta, bins = client.get(key)
+    assert bins == {"s": "text", "n": 1}, "failed operate must not apply any op"
+    assert meta["gen"] == 1
+
+
+def test_failed_op_is_atomic_with_earlier_ops(client, key):
+    client.put(key, {"s": "text", "n": 1})
+    with pytest.raises(ex.BinIncompatibleType):
+        client.operate(key, [op.increment("n", 100), op.increment("s", 1)])
+    _, meta, bins = client.get(key)
+    assert bins == {"s": "text", "n": 1}, "whole operate must be rejected"
+    assert meta["gen"] == 1
+
+
+def test_client_increment_api_on_string_bin(client, key):
+    client.put(key, {"s": "text"})
+    with pytest.raises(ex.BinIncompatibleType) as ei:
+        client.increment(key, "s", 1)
+    assert ei.value.code == 12
+
+
+def test_append_to_int_bin_is_incompatible(client, key):
+    client.put(key, {"n": 5})
+    with pytest.raises(ex.BinIncompatibleType) as ei:
+        client.operate(key, [op.append("n", "x")])
+    assert ei.value.code == 12
+
+
+def test_int_increment_on_float_bin_is_incompatible(client, key):
+    client.put(key, {"f": 1.5})
+    with pytest.raises(ex.BinIncompatibleType) as ei:
+        client.operate(key, [op.increment("f", 1)])
+    assert ei.value.code == 12
+
+
+def test_append_string_to_blob_is_incompatible(client, key):
+    client.put(key, {"b": bytearray(b"ab")})
+    with pytest.raises(ex.BinIncompatibleType) as ei:
+        client.operate(key, [op.append("b", "c")])
+    assert ei.value.code == 12
+
+
+def test_client_helpers_append_prepend_increment(client, key):
+    client.put(key, {"s": "mid", "n": 10})
+    client.append(key, "s", "-end")
+    client.prepend(key, "s", "start-")
+    client.increment(key, "n", -4)
+    _, meta, bins = client.get(key)
+    assert bins == {"s": "start-mid-end", "n": 6}
+    assert meta["gen"] == 4
+
+
+def test_operate_with_update_only_policy(client, key):
+    with pytest.raises(ex.RecordNotFound):
+        client.operate(key, [op.write("a", 1)], policy={"exists": aerospike.POLICY_EXISTS_UPDATE})
+    assert client.exists(key)[1] is None
+
+
+def test_operate_with_generation_policy(client, key):
+    client.put(key, {"a": 1})
+    with pytest.raises(ex.RecordGenerationError) as ei:
+        client.operate(key, [op.write("a", 2)], meta={"gen": 5}, policy={"gen": aerospike.POLICY_GEN_EQ})
+    assert ei.value.code == 3
+    _, meta, _ = client.operate(key, [op.write("a", 2)], meta={"gen": 1}, policy={"gen": aerospike.POLICY_GEN_EQ})
+    assert meta["gen"] == 2
+
+
+def test_read_only_operate_on_missing_record(client, key):
+    with pytest.raises(ex.RecordNotFound) as ei:
+        client.operate(key, [op.read("a")])
+    assert ei.value.code == 2
+    assert client.exists(key)[1] is None
+
+
+def test_replace_policy_with_modify_op_is_parameter_error(client, key):
+    """Replace (CREATE_OR_REPLACE / REPLACE_ONLY) cannot be combined with
+    modify ops such as increment: the server answers 4."""
+    client.put(key, {"n": 1, "other": "x"})
+    for pol in (aerospike.POLICY_EXISTS_CREATE_OR_REPLACE, aerospike.POLICY_EXISTS_REPLACE):
+        with pytest.raises(ex.InvalidRequest) as ei:
+            client.operate(key, [op.increment("n", 1)], policy={"exists": pol})
+        assert ei.value.code == 4
+    _, meta, bins = client.get(key)
+    assert bins == {"n": 1, "other": "x"}
+    assert meta["gen"] == 1
+
+
+def test_replace_policy_with_plain_writes_in_operate(client, key):
+    client.put(key, {"n": 1, "other": "x"})
+    client.operate(key, [op.write("n", 5)], policy={"exists": aerospike.POLICY_EXISTS_CREATE_OR_REPLACE})
+    _, meta, bins = client.get(key)
+    assert bins == {"n": 5}
+    assert meta["gen"] == 2
