@@ -158,6 +158,11 @@ async fn read_some(stream: &TcpStream, input: &mut BytesMut) -> std::io::Result<
 async fn stream_job(stream: &mut TcpStream, mut job: Box<dyn StreamJob>) -> std::io::Result<()> {
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<Vec<u8>>(2);
     let worker = tokio::task::spawn_blocking(move || loop {
+        set_thread_nice(if job.is_background() {
+            BACKGROUND_NICE
+        } else {
+            0
+        });
         let mut chunk = Vec::with_capacity(CHUNK_BYTES + READ_CHUNK_BYTES);
         let finished = job.fill(&mut chunk);
         if sender.blocking_send(chunk).is_err() || finished {
@@ -171,6 +176,24 @@ async fn stream_job(stream: &mut TcpStream, mut job: Box<dyn StreamJob>) -> std:
         return Err(std::io::Error::other("stream job failed"));
     }
     Ok(())
+}
+
+/// Nice value of threads running background jobs (scans). Under CFS a
+/// nice-10 thread gets about a tenth of a core that a nice-0 event loop
+/// also wants, and all of an idle one: scans run at full speed on an idle
+/// node and stay out of the way of foreground traffic on a busy one.
+const BACKGROUND_NICE: i32 = 10;
+
+/// Sets the calling thread's nice value (Linux: per thread). Best effort.
+fn set_thread_nice(nice: i32) {
+    #[expect(unsafe_code, reason = "libc calls on the current thread")]
+    // SAFETY: gettid has no preconditions; setpriority only reads its
+    // arguments and changes this thread's scheduling weight. Lowering
+    // priority needs no privilege; a failure to raise it back is ignored.
+    unsafe {
+        let thread = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, nice);
+    }
 }
 
 /// Answers one frame into `output`.

@@ -4,7 +4,7 @@
 //!
 //! Depends on every lower layer (`bolide-types`, `bolide-wire`,
 //! `bolide-store`, `bolide-transaction`); nothing depends on it.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod connection;

@@ -54,6 +54,12 @@ pub trait StreamJob: Send {
     /// Appends the next whole proto frames to `out`; true once the final
     /// (LAST) frame has been appended.
     fn fill(&mut self, out: &mut Vec<u8>) -> bool;
+
+    /// Whether the job is background work (a scan) that should yield the
+    /// CPU to foreground requests when both compete for it.
+    fn is_background(&self) -> bool {
+        false
+    }
 }
 
 /// What `execute` did with a request.

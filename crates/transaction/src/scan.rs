@@ -166,6 +166,10 @@ fn number(field: Option<&[u8]>) -> Result<u64, ResultCode> {
 }
 
 impl StreamJob for ScanJob {
+    fn is_background(&self) -> bool {
+        true
+    }
+
     fn fill(&mut self, out: &mut Vec<u8>) -> bool {
         let frame = begin_frame(out);
         while self.next < self.partitions.len()
