@@ -161,8 +161,10 @@ async fn scan_of_a_partition_range_and_max_records() {
         }
     }
     assert_eq!(total, 200);
-    let mut policy = QueryPolicy::default();
-    policy.max_records = 50;
+    let policy = QueryPolicy {
+        max_records: 50,
+        ..QueryPolicy::default()
+    };
     let statement = Statement::new("test", SET, Bins::All);
     let recordset = client
         .query(&policy, PartitionFilter::all(), statement)
