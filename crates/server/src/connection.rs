@@ -8,8 +8,9 @@ use bolide_transaction::{Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use bolide_wire::response::{append_admin_not_enabled, append_info};
 use bytes::{Buf, BytesMut};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,32 +152,48 @@ async fn read_some(stream: &TcpStream, input: &mut BytesMut) -> std::io::Result<
     }
 }
 
-/// Runs a stream job (scan, large batch) on the blocking pool and writes
-/// its chunks as they come. At most two chunks wait in between, so a slow
-/// client slows the job instead of growing memory; if the client goes away
-/// the job stops at its next chunk.
+/// Runs a stream job (scan, large batch) on the blocking pool, which also
+/// writes its chunks to the client through a duplicate of the socket in
+/// blocking mode: the kernel's send work then runs on the job's thread (at
+/// the job's priority) instead of on the event loop. The event loop does not
+/// touch this connection until the job ends; a client that stops reading
+/// for [`STREAM_WRITE_TIMEOUT`] or goes away ends the job with an error, and
+/// the connection is closed.
 async fn stream_job(stream: &mut TcpStream, mut job: Box<dyn StreamJob>) -> std::io::Result<()> {
-    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Vec<u8>>(2);
-    let worker = tokio::task::spawn_blocking(move || loop {
-        set_thread_nice(if job.is_background() {
-            BACKGROUND_NICE
-        } else {
-            0
-        });
+    let mut socket = std::net::TcpStream::from(stream.as_fd().try_clone_to_owned()?);
+    socket.set_nonblocking(false)?;
+    socket.set_write_timeout(Some(STREAM_WRITE_TIMEOUT))?;
+    let worker = tokio::task::spawn_blocking(move || {
         let mut chunk = Vec::with_capacity(CHUNK_BYTES + READ_CHUNK_BYTES);
-        let finished = job.fill(&mut chunk);
-        if sender.blocking_send(chunk).is_err() || finished {
-            return;
-        }
+        let written = loop {
+            set_thread_nice(if job.is_background() {
+                BACKGROUND_NICE
+            } else {
+                0
+            });
+            chunk.clear();
+            let finished = job.fill(&mut chunk);
+            if let Err(error) = socket.write_all(&chunk) {
+                break Err(error);
+            }
+            if finished {
+                break Ok(());
+            }
+        };
+        set_thread_nice(0);
+        // The duplicate shares the socket's flags: hand it back non-blocking.
+        let restored = socket
+            .set_write_timeout(None)
+            .and_then(|()| socket.set_nonblocking(true));
+        written.and(restored)
     });
-    while let Some(chunk) = receiver.recv().await {
-        stream.write_all(&chunk).await?;
-    }
-    if worker.await.is_err() {
-        return Err(std::io::Error::other("stream job failed"));
-    }
-    Ok(())
+    worker
+        .await
+        .map_err(|_| std::io::Error::other("stream job failed"))?
 }
+
+/// How long a stream job waits for a client that does not read.
+const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Nice value of threads running background jobs (scans). Under CFS a
 /// nice-10 thread gets about a tenth of a core that a nice-0 event loop
