@@ -318,48 +318,30 @@ impl Namespace {
     /// partition, holding each lock briefly.
     pub fn sweep(&self, now: u32) -> SweepReport {
         let mut report = SweepReport::default();
-        for partition in self.partitions.iter() {
-            let doomed = partition
-                .table
-                .read()
-                .select(|meta| self.is_doomed(meta, now));
-            if doomed.is_empty() {
-                continue;
-            }
-            let mut writer = PartitionWriter {
-                namespace: self,
-                table: partition.table.write(),
-            };
-            for digest in doomed {
-                // Re-check under the write lock: a write may have renewed it.
-                let Some(meta) = writer.table.get(&digest).map(|e| e.meta) else {
-                    continue;
-                };
-                if !self.is_doomed(&meta, now) {
-                    continue;
-                }
-                writer.remove(&digest);
+        self.remove_where(
+            |meta| self.is_doomed(meta, now),
+            |meta| {
                 if meta.is_expired(now) {
                     report.expired += 1;
                 } else {
                     report.truncated += 1;
                 }
-            }
-        }
+            },
+        );
         self.stats
             .expired_objects
             .fetch_add(report.expired, Relaxed);
         self.stats
             .truncated_objects
             .fetch_add(report.truncated, Relaxed);
-        report.evicted = self.evict_if_needed(now);
+        report.evicted = self.evict_if_needed();
         self.stats
             .evicted_objects
             .fetch_add(report.evicted, Relaxed);
         report
     }
 
-    fn evict_if_needed(&self, now: u32) -> u64 {
+    fn evict_if_needed(&self) -> u64 {
         let percent = u64::from(self.config.evict_used_percent);
         if percent == 0 || self.memory_used_bytes() < self.config.memory_size_bytes / 100 * percent
         {
@@ -382,31 +364,41 @@ impl Namespace {
         let cut_index = share.min(void_times.len()) - 1;
         let (_, &mut cutoff, _) = void_times.select_nth_unstable(cut_index);
         let mut evicted = 0;
+        self.remove_where(
+            |meta| meta.void_time != 0 && meta.void_time <= cutoff,
+            |_| evicted += 1,
+        );
+        evicted
+    }
+
+    /// Removes, partition by partition, every record whose metadata
+    /// satisfies `doomed`, calling `removed` for each. Candidates are
+    /// chosen under the read lock and checked again under the write lock,
+    /// since a write may have renewed them in between.
+    fn remove_where(
+        &self,
+        doomed: impl Fn(&RecordMeta) -> bool,
+        mut removed: impl FnMut(&RecordMeta),
+    ) {
         for partition in self.partitions.iter() {
-            let doomed = partition
-                .table
-                .read()
-                .select(|meta| meta.void_time != 0 && meta.void_time <= cutoff);
-            if doomed.is_empty() {
+            let candidates = partition.table.read().select(&doomed);
+            if candidates.is_empty() {
                 continue;
             }
             let mut writer = PartitionWriter {
                 namespace: self,
                 table: partition.table.write(),
             };
-            for digest in doomed {
-                if writer
-                    .table
-                    .get(&digest)
-                    .is_some_and(|e| e.meta.void_time != 0 && e.meta.void_time <= cutoff)
-                {
+            for digest in candidates {
+                let Some(meta) = writer.table.get(&digest).map(|entry| entry.meta) else {
+                    continue;
+                };
+                if doomed(&meta) {
                     writer.remove(&digest);
-                    evicted += 1;
+                    removed(&meta);
                 }
             }
         }
-        let _ = now;
-        evicted
     }
 
     #[inline]
