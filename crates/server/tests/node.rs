@@ -271,3 +271,71 @@ fn config_errors_name_line_and_directive_and_stop_startup() {
         "{stderr}"
     );
 }
+
+/// Walks the rows of one stream frame; true if one carries info3 LAST.
+fn frame_has_last(body: &[u8]) -> bool {
+    let mut at = 0;
+    while at + 22 <= body.len() {
+        let info3 = body[at + 3];
+        let n_fields = u16::from_be_bytes([body[at + 18], body[at + 19]]);
+        let n_ops = u16::from_be_bytes([body[at + 20], body[at + 21]]);
+        at += 22;
+        for _ in 0..(usize::from(n_fields) + usize::from(n_ops)) {
+            let size =
+                u32::from_be_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]) as usize;
+            at += 4 + size;
+        }
+        if info3 & 0x01 != 0 {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn a_scan_streams_in_chunks_and_the_connection_serves_the_next_request() {
+    let node = Node::start("scan-then-get", "");
+    let mut stream = node.connect();
+    // ~750 KB of records: several 256 KiB chunks written by the job itself.
+    let value = [7u8; 250];
+    let mut puts = Vec::new();
+    for seed in 0..=255u8 {
+        for copy in 0..12u8 {
+            let mut body = message(seed, Some(&value));
+            // Vary the digest per copy (digest field starts at byte 48).
+            body[48] = copy;
+            puts.extend(frame(3, &body));
+        }
+    }
+    stream.write_all(&puts).expect("write puts");
+    for _ in 0..(256 * 12) {
+        assert_eq!(read_frame(&mut stream).expect("put answer").1[5], 0);
+    }
+    // A scan of the namespace and, pipelined behind it, a get.
+    let mut scan = vec![22u8, 0x01, 0, 0x04, 0, 0];
+    scan.extend_from_slice(&[0u8; 12]);
+    scan.extend_from_slice(&1u16.to_be_bytes());
+    scan.extend_from_slice(&0u16.to_be_bytes());
+    scan.extend_from_slice(&5u32.to_be_bytes());
+    scan.push(0);
+    scan.extend_from_slice(b"test");
+    let mut both = frame(3, &scan);
+    both.extend(frame(3, &message(9, None)));
+    stream.write_all(&both).expect("write scan and get");
+    let mut frames = 0;
+    loop {
+        let (kind, body) = read_frame(&mut stream).expect("scan frame");
+        assert_eq!(kind, 3);
+        frames += 1;
+        if frame_has_last(&body) {
+            break;
+        }
+    }
+    assert!(frames >= 3, "expected several chunks, got {frames}");
+    let (_, get) = read_frame(&mut stream).expect("get answer after the scan");
+    assert_eq!(get[5], 0, "get result");
+    // The connection is back in non-blocking service: another round trip.
+    stream.write_all(&frame(1, b"build\n")).expect("write info");
+    let (kind, answer) = read_frame(&mut stream).expect("info answer");
+    assert_eq!((kind, answer.as_slice()), (1, &b"build\t8.1.0.0\n"[..]));
+}

@@ -6,9 +6,7 @@ use crate::ops::{self, WorkBin};
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, RecordView};
 use bolide_store::{Bin, Namespace, RecordBlob, RecordMeta, SetError};
-use bolide_types::{
-    now_citrusleaf_milliseconds, now_citrusleaf_seconds, particle, Digest, ResultCode,
-};
+use bolide_types::{now_citrusleaf_milliseconds, particle, Digest, ResultCode};
 use bolide_types::{BINS_PER_RECORD_MAX, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::{encode_op, MsgHeader};
 use bolide_wire::{info1, info2, info3, op_type, Framing, Message, Op, ResponseWriter};
@@ -34,7 +32,9 @@ pub fn execute(
         Err(SetError::TooMany) => return Err(ResultCode::OutOfSpace),
         Err(SetError::BadName) => return Err(ResultCode::Parameter),
     };
-    let now = now_citrusleaf_seconds();
+    // One clock read per write: void times in seconds, last-update in ms.
+    let now_ms = now_citrusleaf_milliseconds();
+    let now = u32::try_from(now_ms / 1000).unwrap_or(u32::MAX);
     let mut writer = namespace.write(digest);
     let existing = writer
         .table()
@@ -154,7 +154,7 @@ pub fn execute(
         let meta = RecordMeta {
             generation,
             void_time,
-            last_update_ms: namespace.update_stamp_ms(set_id, now_citrusleaf_milliseconds()),
+            last_update_ms: namespace.update_stamp_ms(set_id, now_ms),
             set_id,
         };
         writer.put(digest, meta, RecordBlob::new(&scratch.record));
