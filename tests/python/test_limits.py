@@ -198,3 +198,19 @@ def test_eviction_above_evict_used_pct(start_server):
     # soonest-expiring records go first
     assert c.exists((NS, SET, "ttl-0"))[1] is None
     assert c.exists((NS, SET, "ttl-149"))[1] is not None
+
+
+def test_bin_count_limit(client, key):
+    """32,767 bins per record are allowed; one more is a parameter error (4)
+    and the record keeps its previous state."""
+    most = {f"b{i}": i for i in range(32_767)}
+    client.put(key, most)
+    _, meta, bins = client.get(key)
+    assert len(bins) == 32_767 and bins["b32766"] == 32_766
+    assert meta["gen"] == 1
+    with pytest.raises(ex.InvalidRequest) as error:
+        client.put(key, {"one_more": 1})
+    assert error.value.code == 4
+    _, meta, bins = client.get(key)
+    assert len(bins) == 32_767 and "one_more" not in bins
+    assert meta["gen"] == 1
