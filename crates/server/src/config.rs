@@ -4,7 +4,8 @@
 //! … `}`, `#` starts a comment. Anything unknown or malformed is an error
 //! naming the line and the directive; the node does not start.
 
-use bolide_store::{NamespaceConfig, StorageEngine};
+use bolide_store::device::{WRITE_BLOCK_MAX, WRITE_BLOCK_MIN};
+use bolide_store::{DeviceConfig, NamespaceConfig, StorageEngine};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -489,9 +490,13 @@ fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigEr
             "evict-tenths-pct" => config.evict_tenths_percent = directive.number()?,
             "storage-engine" => match directive.one()? {
                 "memory" => config.storage_engine = StorageEngine::Memory,
+                "device" => {
+                    return Err(directive
+                        .error("storage-engine device needs a block with at least one file"))
+                }
                 other => {
                     return Err(directive.error(format!(
-                        "storage-engine '{other}' is not supported yet (memory is)"
+                        "storage-engine '{other}' is not supported (memory and device are)"
                     )))
                 }
             },
@@ -510,22 +515,90 @@ fn storage_engine(
     head: &Directive<'_>,
     items: &[Item<'_>],
 ) -> Result<(), ConfigError> {
-    match head.one()? {
-        "memory" => config.storage_engine = StorageEngine::Memory,
+    let engine = match head.one()? {
+        "memory" => StorageEngine::Memory,
+        "device" => StorageEngine::Device,
         other => {
             return Err(head.error(format!(
-                "storage-engine '{other}' is not supported yet (memory is)"
+                "storage-engine '{other}' is not supported (memory and device are)"
             )))
         }
-    }
-    for directive in directives(items, "storage-engine")? {
-        match directive.name {
-            "data-size" => config.memory_size_bytes = directive.size()?,
-            "stop-writes-used-pct" => config.stop_writes_used_percent = directive.percent()?,
-            "evict-used-pct" => config.evict_used_percent = directive.percent()?,
-            _ => return Err(directive.error("unknown directive in storage-engine memory context")),
+    };
+    config.storage_engine = engine;
+    let context = match engine {
+        StorageEngine::Memory => "storage-engine memory",
+        StorageEngine::Device => "storage-engine device",
+    };
+    let mut device = DeviceConfig::new(Vec::new(), 0);
+    for directive in directives(items, context)? {
+        match (engine, directive.name) {
+            (_, "file" | "device") => device.files.push(PathBuf::from(directive.one()?)),
+            (_, "filesize") => device.file_size = directive.size()?,
+            (_, "write-block-size") => {
+                let size = directive.size()?;
+                let range = u64::from(WRITE_BLOCK_MIN)..=u64::from(WRITE_BLOCK_MAX);
+                if !range.contains(&size) || !size.is_power_of_two() {
+                    return Err(
+                        directive.error("write-block-size must be a power of two from 4K to 8M")
+                    );
+                }
+                device.write_block_size = size as u32;
+            }
+            (_, "flush-max-ms") => {
+                device.flush_max_ms = directive.number()?;
+                if device.flush_max_ms == 0 {
+                    return Err(directive.error("flush-max-ms must be at least 1"));
+                }
+            }
+            (_, "commit-to-device") => device.commit_to_device = directive.boolean()?,
+            (_, "defrag-lwm-pct") => {
+                device.defrag_lwm_pct = directive.percent()?;
+                if !(1..=99).contains(&device.defrag_lwm_pct) {
+                    return Err(directive.error("defrag-lwm-pct must be 1 to 99"));
+                }
+            }
+            (_, "defrag-sleep") => device.defrag_sleep_us = directive.number()?,
+            (_, "min-avail-pct" | "stop-writes-avail-pct") => {
+                device.min_avail_pct = directive.percent()?
+            }
+            (_, "max-write-cache") => device.max_write_cache = directive.size()?,
+            (StorageEngine::Device, "max-used-pct" | "stop-writes-used-pct") => {
+                device.max_used_pct = directive.percent()?
+            }
+            (StorageEngine::Device, "evict-used-pct") => {
+                config.evict_used_percent = directive.percent()?
+            }
+            // Records are always kept in memory too; the directive is
+            // accepted for compatibility.
+            (StorageEngine::Device, "data-in-memory") => {
+                let _ = directive.boolean()?;
+            }
+            (StorageEngine::Memory, "data-size") => config.memory_size_bytes = directive.size()?,
+            (StorageEngine::Memory, "stop-writes-used-pct") => {
+                config.stop_writes_used_percent = directive.percent()?
+            }
+            (StorageEngine::Memory, "evict-used-pct") => {
+                config.evict_used_percent = directive.percent()?
+            }
+            _ => return Err(directive.error(format!("unknown directive in {context} context"))),
         }
     }
+    if device.files.is_empty() {
+        if engine == StorageEngine::Device {
+            return Err(head.error("storage-engine device needs at least one file or device"));
+        }
+        config.device = None;
+        return Ok(());
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(duplicate) = device.files.iter().find(|path| !seen.insert(*path)) {
+        return Err(head.error(format!("file {} is listed twice", duplicate.display())));
+    }
+    let needs_size = device.files.iter().any(|path| !path.starts_with("/dev/"));
+    if needs_size && device.file_size == 0 {
+        return Err(head.error(format!("{context} with a file needs filesize")));
+    }
+    config.device = Some(device);
     Ok(())
 }
 

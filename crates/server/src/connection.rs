@@ -29,6 +29,9 @@ enum Close {
     BadFrame(bolide_wire::ProtoError),
     BadCompressed,
     Idle,
+    /// Storage failed before the answers' writes were durable: no answer
+    /// may claim success.
+    StorageFailed,
 }
 
 /// Serves one connection until the peer leaves or misbehaves.
@@ -86,6 +89,13 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
                     failure = Some(Close::BadFrame(error));
                     break;
                 }
+            }
+        }
+        // commit-to-device: the answers wait until their writes are
+        // durable; every connection waiting shares one flush (group commit).
+        for wait in scratch.take_commit_waits() {
+            if wait.wait().await.is_err() {
+                return Close::StorageFailed;
             }
         }
         if !output.is_empty() {

@@ -309,7 +309,7 @@ pub fn namespace_info(namespace: &Namespace) -> String {
          client_delete_success={};client_delete_not_found={};client_delete_error={};\
          fail_generation={};fail_record_too_big={};fail_out_of_space={};\
          replication-factor={};default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
-         max-record-size={};storage-engine=memory;data-size={};memory-size={};\
+         max-record-size={};storage-engine={};data-size={};memory-size={};\
          stop-writes-used-pct={};evict-used-pct={};evict-tenths-pct={};strong-consistency=false",
         stats.index_used_bytes.load(Relaxed),
         stats.data_used_bytes.load(Relaxed),
@@ -337,13 +337,75 @@ pub fn namespace_info(namespace: &Namespace) -> String {
         config.nsup_period_seconds,
         config.allow_ttl_without_nsup,
         config.max_record_size_bytes,
+        match config.storage_engine {
+            bolide_store::StorageEngine::Memory => "memory",
+            bolide_store::StorageEngine::Device => "device",
+        },
         config.memory_size_bytes,
         config.memory_size_bytes,
         config.stop_writes_used_percent,
         config.evict_used_percent,
         config.evict_tenths_percent,
     );
+    if let Some(device) = namespace.device() {
+        device_info(&mut text, device);
+    }
     text
+}
+
+/// Storage figures of a persistent namespace.
+fn device_info(text: &mut String, device: &bolide_store::device::Device) {
+    let stats = &device.stats;
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Relaxed);
+    let config = &device.config;
+    let live = stats.live_bytes.load(Relaxed).max(0);
+    let _ = write!(
+        text,
+        ";device_total_bytes={};device_used_bytes={live};device_used_pct={};\
+         device_free_pct={};device_available_pct={};device_free_blocks={};device_total_blocks={};\
+         storage-engine.write_q={};storage-engine.defrag_q={};\
+         storage-engine.defrag_blocks={};storage-engine.defrag_reads={};storage-engine.defrag_writes={};\
+         storage-engine.blocks_written={};storage-engine.partial_flushes={};storage-engine.syncs={};\
+         storage-engine.tombstones_dropped={};storage-engine.write_errors={};\
+         cold_start_ms={};cold_start_records={};cold_start_blocks={};\
+         cold_start_damaged_entries={};cold_start_bad_blocks={};\
+         storage-engine.filesize={};storage-engine.write-block-size={};storage-engine.flush-max-ms={};\
+         storage-engine.commit-to-device={};storage-engine.defrag-lwm-pct={};storage-engine.defrag-sleep={};\
+         storage-engine.min-avail-pct={};storage-engine.max-used-pct={};storage-engine.max-write-cache={}",
+        device.total_bytes(),
+        device.used_pct(),
+        100 - device.used_pct().min(100),
+        device.available_pct(),
+        device.free_blocks(),
+        device.block_count(),
+        device.write_queue(),
+        device.defrag_queue(),
+        load(&stats.defrag_blocks),
+        load(&stats.defrag_reads),
+        load(&stats.defrag_writes),
+        load(&stats.blocks_written),
+        load(&stats.partial_flushes),
+        load(&stats.syncs),
+        load(&stats.tombstones_dropped),
+        load(&stats.write_errors),
+        load(&stats.cold_start_ms),
+        load(&stats.cold_start_records),
+        load(&stats.cold_start_blocks),
+        load(&stats.cold_start_corrupt_entries),
+        load(&stats.cold_start_bad_blocks),
+        config.file_size,
+        config.write_block_size,
+        config.flush_max_ms,
+        config.commit_to_device,
+        config.defrag_lwm_pct,
+        config.defrag_sleep_us,
+        config.min_avail_pct,
+        config.max_used_pct,
+        config.max_write_cache,
+    );
+    for (index, path) in config.files.iter().enumerate() {
+        let _ = write!(text, ";storage-engine.file[{index}]={}", path.display());
+    }
 }
 
 fn set_line(

@@ -22,7 +22,8 @@ use tokio::sync::mpsc;
 /// Runs a node until SIGTERM or SIGINT. Returns an error (already worded
 /// for the operator) if it cannot start.
 pub fn run(config: Config) -> Result<(), String> {
-    let node = Arc::new(Node::new(config));
+    let node = Arc::new(Node::new(config)?);
+    let storage = node.store.start_storage();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -62,6 +63,10 @@ pub fn run(config: Config) -> Result<(), String> {
 
     runtime.block_on(accept(node.clone(), listeners, loops, signals))?;
     tracing::info!("shutting down");
+    for threads in storage {
+        // Writes and syncs everything appended so far.
+        threads.shutdown();
+    }
     if let Some(path) = &node.config.pidfile {
         let _ = std::fs::remove_file(path);
     }

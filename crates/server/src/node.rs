@@ -24,12 +24,14 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(config: Config) -> Node {
+    /// Builds the node; persistent namespaces are read back from storage
+    /// here (the cold start).
+    pub fn new(config: Config) -> Result<Node, String> {
         let node_id = config
             .node_id
             .unwrap_or_else(|| default_node_id(config.service_port));
-        let store = Store::new(config.namespaces.clone());
-        Node {
+        let store = Store::open(config.namespaces.clone())?;
+        Ok(Node {
             config,
             store,
             node_id,
@@ -40,7 +42,7 @@ impl Node {
             info_requests: AtomicU64::new(0),
             admin_requests: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Node name as clients see it: upper-case hex without leading zeros.

@@ -107,6 +107,10 @@ pub struct IndexTable {
     tags: Vec<u8>,
     entries: Vec<SlotEntry>,
     records: Vec<Option<RecordBlob>>,
+    /// Persistent namespaces only: the storage block holding each slot's
+    /// current version (empty otherwise, costing nothing).
+    locations: Vec<u32>,
+    tracks_locations: bool,
     len: usize,
 }
 
@@ -121,6 +125,20 @@ pub struct Entry<'t> {
 impl IndexTable {
     pub fn new() -> IndexTable {
         IndexTable::default()
+    }
+
+    /// A table that also records each record's storage block.
+    pub fn with_locations() -> IndexTable {
+        IndexTable {
+            tracks_locations: true,
+            ..IndexTable::default()
+        }
+    }
+
+    /// Index bytes per slot of this table.
+    #[inline]
+    fn slot_bytes(&self) -> usize {
+        SLOT_BYTES + if self.tracks_locations { 4 } else { 0 }
     }
 
     /// Records in the table.
@@ -143,7 +161,7 @@ impl IndexTable {
     /// Index memory in bytes (slots × slot size).
     #[inline]
     pub fn index_bytes(&self) -> usize {
-        self.capacity() * SLOT_BYTES
+        self.capacity() * self.slot_bytes()
     }
 
     /// Looks a digest up.
@@ -162,19 +180,36 @@ impl IndexTable {
         meta: RecordMeta,
         record: RecordBlob,
     ) -> Option<(RecordMeta, RecordBlob)> {
+        self.upsert_at(digest, meta, record, 0)
+            .map(|(meta, blob, _)| (meta, blob))
+    }
+
+    /// [`IndexTable::upsert`] recording the storage block of the new
+    /// version; also returns the old version's block.
+    pub fn upsert_at(
+        &mut self,
+        digest: &Digest,
+        meta: RecordMeta,
+        record: RecordBlob,
+        location: u32,
+    ) -> Option<(RecordMeta, RecordBlob, u32)> {
         if let Some(slot) = self.find(digest) {
             let entry = self.entries.get_mut(slot)?;
             let old_meta = entry.meta();
             entry.set_meta(meta);
+            let old_location = match self.locations.get_mut(slot) {
+                Some(l) => std::mem::replace(l, location),
+                None => 0,
+            };
             let old = self.records.get_mut(slot).and_then(|r| r.replace(record));
-            return old.map(|blob| (old_meta, blob));
+            return old.map(|blob| (old_meta, blob, old_location));
         }
         if (self.len + 1) * 100 > self.capacity() * LOAD_MAX_PERCENT {
             let grown = (self.capacity() * GROWTH_NUMERATOR / GROWTH_DENOMINATOR).max(CAPACITY_MIN);
             self.resize(grown.max(self.capacity() + 1));
         }
         let slot = self.vacant_slot_for(digest);
-        self.fill(slot, SlotEntry::new(digest, meta), record);
+        self.fill(slot, SlotEntry::new(digest, meta), record, location);
         self.len += 1;
         assert!(self.len <= self.capacity());
         None
@@ -196,22 +231,51 @@ impl IndexTable {
 
     /// Removes a record, returning its metadata and bytes.
     pub fn remove(&mut self, digest: &Digest) -> Option<(RecordMeta, RecordBlob)> {
+        self.remove_at(digest).map(|(meta, blob, _)| (meta, blob))
+    }
+
+    /// Removes a record, returning its metadata, bytes and storage block.
+    pub fn remove_at(&mut self, digest: &Digest) -> Option<(RecordMeta, RecordBlob, u32)> {
         let slot = self.find(digest)?;
         let meta = self.entries.get(slot)?.meta();
         let record = self.records.get_mut(slot).and_then(Option::take);
+        let location = self.locations.get(slot).copied().unwrap_or(0);
         self.vacate(slot);
         self.len -= 1;
         if self.len == 0 {
             // An empty partition holds no index memory at all.
-            *self = IndexTable::default();
-            return record.map(|blob| (meta, blob));
+            *self = IndexTable {
+                tracks_locations: self.tracks_locations,
+                ..IndexTable::default()
+            };
+            return record.map(|blob| (meta, blob, location));
         }
         if self.capacity() > CAPACITY_MIN * 2 && self.len * 100 < self.capacity() * LOAD_MIN_PERCENT
         {
             let target = (self.len * 100 / 70).max(CAPACITY_MIN);
             self.resize(target);
         }
-        record.map(|blob| (meta, blob))
+        record.map(|blob| (meta, blob, location))
+    }
+
+    /// The storage block of a record's current version.
+    pub fn location(&self, digest: &Digest) -> Option<u32> {
+        let slot = self.find(digest)?;
+        self.locations.get(slot).copied()
+    }
+
+    /// Moves a record's current version to another storage block.
+    pub fn set_location(&mut self, digest: &Digest, location: u32) -> bool {
+        match self
+            .find(digest)
+            .and_then(|slot| self.locations.get_mut(slot))
+        {
+            Some(l) => {
+                *l = location;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Digests of records for which `predicate(meta)` holds.
@@ -295,7 +359,7 @@ impl IndexTable {
         slot
     }
 
-    fn fill(&mut self, slot: usize, entry: SlotEntry, record: RecordBlob) {
+    fn fill(&mut self, slot: usize, entry: SlotEntry, record: RecordBlob, location: u32) {
         assert!(self.tags.get(slot) == Some(&0), "filling an occupied slot");
         if let Some(t) = self.tags.get_mut(slot) {
             *t = Self::tag(Digest(entry.digest).hash_bits());
@@ -305,6 +369,9 @@ impl IndexTable {
         }
         if let Some(r) = self.records.get_mut(slot) {
             *r = Some(record);
+        }
+        if let Some(l) = self.locations.get_mut(slot) {
+            *l = location;
         }
     }
 
@@ -336,6 +403,9 @@ impl IndexTable {
                 self.tags.swap(next, hole);
                 self.entries.swap(next, hole);
                 self.records.swap(next, hole);
+                if self.tracks_locations {
+                    self.locations.swap(next, hole);
+                }
                 hole = next;
             }
         }
@@ -350,20 +420,27 @@ impl IndexTable {
         self.tags = vec![0; capacity];
         self.entries = vec![SlotEntry::default(); capacity];
         self.records = std::iter::repeat_with(|| None).take(capacity).collect();
+        self.tracks_locations = old.tracks_locations;
+        if self.tracks_locations {
+            self.locations = vec![0; capacity];
+        }
         self.len = old.len;
         let IndexTable {
             tags,
             entries,
             records,
+            locations,
             ..
         } = old;
+        let mut locations = locations.into_iter();
         for ((tag, entry), record) in tags.into_iter().zip(entries).zip(records) {
+            let location = locations.next().unwrap_or(0);
             if tag == 0 {
                 continue;
             }
             let Some(record) = record else { continue };
             let slot = self.vacant_slot_for(&Digest(entry.digest));
-            self.fill(slot, entry, record);
+            self.fill(slot, entry, record, location);
         }
     }
 

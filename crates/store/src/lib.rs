@@ -8,15 +8,19 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod blob;
+pub mod device;
 pub mod index;
 pub mod namespace;
+mod persist;
 pub mod record;
 
 pub use blob::RecordBlob;
+pub use device::{AppendError, CommitWait, DeviceConfig};
 pub use index::{Entry, IndexTable, RecordMeta, SLOT_BYTES};
 pub use namespace::{
     Namespace, NamespaceConfig, PartitionWriter, SetError, StorageEngine, SweepReport,
 };
+pub use persist::{ColdStart, StorageThreads};
 pub use record::{Bin, RecordView};
 
 use std::sync::Arc;
@@ -27,6 +31,28 @@ pub struct Store {
 }
 
 impl Store {
+    /// Opens every namespace; persistent ones are rebuilt from storage.
+    /// Errors name the namespace.
+    pub fn open(configs: Vec<NamespaceConfig>) -> Result<Store, String> {
+        let mut namespaces = Vec::new();
+        for config in configs {
+            let name = config.name.clone();
+            let namespace =
+                Namespace::open(config).map_err(|error| format!("namespace {name}: {error}"))?;
+            namespaces.push(Arc::new(namespace));
+        }
+        Ok(Store { namespaces })
+    }
+
+    /// Starts the storage threads of persistent namespaces.
+    pub fn start_storage(&self) -> Vec<StorageThreads> {
+        self.namespaces
+            .iter()
+            .filter_map(|ns| ns.start_storage())
+            .collect()
+    }
+
+    /// Namespaces in memory only (any storage files are ignored).
     pub fn new(configs: Vec<NamespaceConfig>) -> Store {
         Store {
             namespaces: configs

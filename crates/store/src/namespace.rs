@@ -2,12 +2,14 @@
 //! the primary index under its own lock, its sets, and live statistics.
 
 use crate::blob::RecordBlob;
+use crate::device::format::{self, EntryHead};
+use crate::device::{AppendError, CommitWait, Device, DeviceConfig, Purpose};
 use crate::index::{IndexTable, RecordMeta};
 use bolide_types::{Digest, PARTITION_COUNT};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Most sets a namespace may hold (set id 0 means "no set").
 pub const SETS_MAX: usize = 1023;
@@ -15,7 +17,10 @@ pub const SETS_MAX: usize = 1023;
 /// How a namespace keeps its records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StorageEngine {
+    /// Records in RAM; persisted to files if `device` is set.
     Memory,
+    /// Log-structured files or block devices (`device` is set).
+    Device,
 }
 
 /// A namespace's configuration, as the config file or defaults give it.
@@ -36,6 +41,8 @@ pub struct NamespaceConfig {
     /// Share of evictable records removed per sweep, in tenths of a percent.
     pub evict_tenths_percent: u32,
     pub storage_engine: StorageEngine,
+    /// Storage files of a persistent namespace.
+    pub device: Option<DeviceConfig>,
 }
 
 impl NamespaceConfig {
@@ -53,6 +60,7 @@ impl NamespaceConfig {
             evict_used_percent: 0,
             evict_tenths_percent: 5,
             storage_engine: StorageEngine::Memory,
+            device: None,
         }
     }
 }
@@ -97,14 +105,15 @@ pub struct SetStats {
 /// One partition: its part of the primary index under one lock.
 #[derive(Default)]
 pub struct Partition {
-    table: RwLock<IndexTable>,
+    pub(crate) table: RwLock<IndexTable>,
 }
 
 /// A namespace and everything it holds.
 pub struct Namespace {
     pub config: NamespaceConfig,
     pub stats: NamespaceStats,
-    partitions: Box<[Partition]>,
+    pub(crate) partitions: Box<[Partition]>,
+    pub(crate) device: Option<Arc<Device>>,
     set_ids: RwLock<HashMap<Box<[u8]>, u16>>,
     sets: Box<[SetStats]>,
     system_memory_stop: AtomicBool,
@@ -130,10 +139,23 @@ pub struct SweepReport {
 }
 
 impl Namespace {
+    /// A namespace without storage files (its `device` config is ignored;
+    /// see [`Namespace::open`]).
     pub fn new(config: NamespaceConfig) -> Namespace {
-        let partitions = std::iter::repeat_with(Partition::default)
-            .take(PARTITION_COUNT)
-            .collect();
+        Namespace::with_device(config, None)
+    }
+
+    pub(crate) fn with_device(config: NamespaceConfig, device: Option<Arc<Device>>) -> Namespace {
+        let persistent = device.is_some();
+        let partitions = std::iter::repeat_with(|| Partition {
+            table: RwLock::new(if persistent {
+                IndexTable::with_locations()
+            } else {
+                IndexTable::new()
+            }),
+        })
+        .take(PARTITION_COUNT)
+        .collect();
         let sets = std::iter::repeat_with(SetStats::default)
             .take(SETS_MAX + 1)
             .collect();
@@ -141,6 +163,7 @@ impl Namespace {
             config,
             stats: NamespaceStats::default(),
             partitions,
+            device,
             set_ids: RwLock::new(HashMap::new()),
             sets,
             system_memory_stop: AtomicBool::new(false),
@@ -250,6 +273,14 @@ impl Namespace {
     /// once and is removed by the next sweep. Returns false for an unknown
     /// set (nothing to do).
     pub fn truncate(&self, set: Option<&[u8]>, before_ms: u64) -> bool {
+        let known = self.truncate_in_memory(set, before_ms);
+        if known {
+            self.persist_truncation();
+        }
+        known
+    }
+
+    pub(crate) fn truncate_in_memory(&self, set: Option<&[u8]>, before_ms: u64) -> bool {
         match set {
             None => {
                 self.truncate_lut_ms.fetch_max(before_ms, Relaxed);
@@ -300,7 +331,14 @@ impl Namespace {
     pub fn is_stop_writes(&self) -> bool {
         let limit =
             self.config.memory_size_bytes / 100 * u64::from(self.config.stop_writes_used_percent);
-        self.memory_used_bytes() >= limit || self.system_memory_stop.load(Relaxed)
+        self.memory_used_bytes() >= limit
+            || self.system_memory_stop.load(Relaxed)
+            || self.device.as_ref().is_some_and(|d| d.is_stop_writes())
+    }
+
+    /// The storage of a persistent namespace.
+    pub fn device(&self) -> Option<&Arc<Device>> {
+        self.device.as_ref()
     }
 
     /// Set by the node when the machine's free memory runs low.
@@ -389,6 +427,8 @@ impl Namespace {
                 namespace: self,
                 table: partition.table.write(),
             };
+            // Expired and truncated records need no tombstone: their void
+            // time and the persisted truncation table keep them gone.
             for digest in candidates {
                 let Some(meta) = writer.table.get(&digest).map(|entry| entry.meta) else {
                     continue;
@@ -402,7 +442,7 @@ impl Namespace {
     }
 
     #[inline]
-    fn partition(&self, digest: &Digest) -> &Partition {
+    pub(crate) fn partition(&self, digest: &Digest) -> &Partition {
         // partition_id() < PARTITION_COUNT == partitions.len() by construction.
         let index = digest.partition_id().index();
         assert!(index < self.partitions.len());
@@ -413,8 +453,8 @@ impl Namespace {
 /// Exclusive access to one partition that keeps namespace and set
 /// statistics in step with every change.
 pub struct PartitionWriter<'n> {
-    namespace: &'n Namespace,
-    table: RwLockWriteGuard<'n, IndexTable>,
+    pub(crate) namespace: &'n Namespace,
+    pub(crate) table: RwLockWriteGuard<'n, IndexTable>,
 }
 
 impl<'n> PartitionWriter<'n> {
@@ -424,15 +464,52 @@ impl<'n> PartitionWriter<'n> {
         &self.table
     }
 
-    /// Stores a record (new or replacing).
-    pub fn put(&mut self, digest: &Digest, meta: RecordMeta, record: RecordBlob) {
+    /// Stores a record (new or replacing). In a persistent namespace the
+    /// record is first appended to storage; if that fails nothing changes.
+    /// With commit-to-device the caller must wait on the returned wait
+    /// before acknowledging.
+    pub fn put(
+        &mut self,
+        digest: &Digest,
+        meta: RecordMeta,
+        record: RecordBlob,
+    ) -> Result<Option<CommitWait>, AppendError> {
+        let mut wait = None;
+        let mut location = 0;
+        if let Some(device) = &self.namespace.device {
+            let set_name = self.namespace.set_name(meta.set_id).unwrap_or_default();
+            let placed = device.append(
+                record_head(digest, &meta),
+                set_name.as_bytes(),
+                record.as_bytes(),
+                Purpose::Client,
+            )?;
+            location = placed.block;
+            wait = device.commit_wait(placed.position);
+        }
+        self.install(digest, meta, record, location);
+        Ok(wait)
+    }
+
+    /// Puts a record into the index already placed in storage block
+    /// `location` (used by the cold start and the defragmenter).
+    pub(crate) fn install(
+        &mut self,
+        digest: &Digest,
+        meta: RecordMeta,
+        record: RecordBlob,
+        location: u32,
+    ) {
         let index_before = self.table.index_bytes();
         let new_bytes = record.len() as i64;
         let set_id = meta.set_id;
-        let old = self.table.upsert(digest, meta, record);
+        let old = self.table.upsert_at(digest, meta, record, location);
         let stats = &self.namespace.stats;
         let (old_bytes, old_set) = match &old {
-            Some((old_meta, blob)) => (blob.len() as i64, Some(old_meta.set_id)),
+            Some((old_meta, blob, old_location)) => {
+                self.release_storage(*old_location, old_meta.set_id, blob.len());
+                (blob.len() as i64, Some(old_meta.set_id))
+            }
             None => {
                 stats.objects.fetch_add(1, Relaxed);
                 (0, None)
@@ -448,17 +525,42 @@ impl<'n> PartitionWriter<'n> {
         self.account_set(set_id, 1, new_bytes);
     }
 
-    /// Changes metadata only (touch).
-    pub fn set_meta(&mut self, digest: &Digest, meta: RecordMeta) -> bool {
-        self.table.set_meta_of(digest, meta)
+    /// Deletes a record at a client's request: in a persistent namespace
+    /// a tombstone is appended first, so the delete survives a restart.
+    /// Returns whether the record was there, and the commit wait.
+    pub fn delete(&mut self, digest: &Digest) -> Result<(bool, Option<CommitWait>), AppendError> {
+        let Some(meta) = self.table.get(digest).map(|entry| entry.meta) else {
+            return Ok((false, None));
+        };
+        let mut wait = None;
+        if let Some(device) = &self.namespace.device {
+            let set_name = self.namespace.set_name(meta.set_id).unwrap_or_default();
+            let deleted_seq = device.appended() >> 24;
+            let head = EntryHead {
+                kind: format::KIND_TOMBSTONE,
+                ..record_head(digest, &meta)
+            };
+            // The tombstone names the block it is first written to; the
+            // append below goes to that block or a newer one.
+            let placed = device.append(
+                head,
+                set_name.as_bytes(),
+                &deleted_seq.max(1).to_le_bytes(),
+                Purpose::Delete,
+            )?;
+            wait = device.commit_wait(placed.position);
+        }
+        Ok((self.remove(digest), wait))
     }
 
-    /// Removes a record; whether it was there.
+    /// Removes a record from the index without a tombstone (expiry,
+    /// truncation, eviction); whether it was there.
     pub fn remove(&mut self, digest: &Digest) -> bool {
         let index_before = self.table.index_bytes();
-        let Some((meta, blob)) = self.table.remove(digest) else {
+        let Some((meta, blob, location)) = self.table.remove_at(digest) else {
             return false;
         };
+        self.release_storage(location, meta.set_id, blob.len());
         let bytes = blob.len() as i64;
         drop(blob);
         self.namespace.stats.objects.fetch_sub(1, Relaxed);
@@ -469,6 +571,14 @@ impl<'n> PartitionWriter<'n> {
         self.account_index(index_before);
         self.account_set(meta.set_id, -1, -bytes);
         true
+    }
+
+    /// The old version's entry in block `location` is dead now.
+    fn release_storage(&self, location: u32, set_id: u16, record_len: usize) {
+        if let Some(device) = &self.namespace.device {
+            let set_len = self.namespace.set_name(set_id).map_or(0, str::len);
+            device.release(location, format::record_entry_bytes(set_len, record_len));
+        }
     }
 
     fn account_index(&self, before: usize) {
@@ -489,6 +599,18 @@ impl<'n> PartitionWriter<'n> {
             set.objects.fetch_add(objects, Relaxed);
             set.data_used_bytes.fetch_add(bytes, Relaxed);
         }
+    }
+}
+
+/// The entry head of a record version (the device stamps the sequence).
+pub(crate) fn record_head(digest: &Digest, meta: &RecordMeta) -> EntryHead {
+    EntryHead {
+        kind: format::KIND_RECORD,
+        generation: meta.generation,
+        seq: 0,
+        digest: *digest,
+        void_time: meta.void_time,
+        last_update_ms: meta.last_update_ms,
     }
 }
 
@@ -515,7 +637,8 @@ mod tests {
             };
             namespace
                 .write(&digest(n))
-                .put(&digest(n), meta, RecordBlob::new(&[0; 10]));
+                .put(&digest(n), meta, RecordBlob::new(&[0; 10]))
+                .expect("memory put");
         }
         assert_eq!(namespace.stats.objects.load(Relaxed), 100);
         assert_eq!(namespace.stats.data_used_bytes.load(Relaxed), 1000);
@@ -542,7 +665,8 @@ mod tests {
             };
             namespace
                 .write(&digest(n))
-                .put(&digest(n), meta, RecordBlob::new(b"x"));
+                .put(&digest(n), meta, RecordBlob::new(b"x"))
+                .expect("memory put");
         }
         let report = namespace.sweep(100);
         assert_eq!(report.expired, 25);
@@ -557,11 +681,14 @@ mod tests {
         let namespace = Namespace::new(config);
         let mut n = 0;
         while !namespace.is_stop_writes() {
-            namespace.write(&digest(n)).put(
-                &digest(n),
-                RecordMeta::default(),
-                RecordBlob::new(&[0; 1000]),
-            );
+            namespace
+                .write(&digest(n))
+                .put(
+                    &digest(n),
+                    RecordMeta::default(),
+                    RecordBlob::new(&[0; 1000]),
+                )
+                .expect("memory put");
             n += 1;
             assert!(n < 1000);
         }

@@ -40,6 +40,9 @@ pub struct BatchJob {
     /// The parent's filter, for rows without their own.
     filter: Option<Expr>,
     scratch: Scratch,
+    /// Answered within `execute` (the caller waits for durability);
+    /// otherwise each chunk waits before it is handed out.
+    inline: bool,
 }
 
 pub fn start(
@@ -88,8 +91,9 @@ pub fn start(
         previous: None,
         filter,
         scratch: Scratch::default(),
+        inline: count <= INLINE_ROWS_MAX,
     };
-    if count <= INLINE_ROWS_MAX {
+    if job.inline {
         std::mem::swap(&mut job.scratch, scratch);
         while !job.fill(out) {}
         std::mem::swap(&mut job.scratch, scratch);
@@ -116,6 +120,18 @@ impl StreamJob for BatchJob {
             append_last_row(out, ResultCode::Ok);
         }
         finish_frame(out, frame);
+        if !self.inline {
+            // This runs on a blocking-pool thread: wait here until the
+            // chunk's writes are durable (commit-to-device).
+            for wait in self.scratch.take_commit_waits() {
+                if wait.wait_blocking().is_err() {
+                    // The device failed: answer nothing more than the code.
+                    out.truncate(frame);
+                    append_last(out, ResultCode::Unknown);
+                    return true;
+                }
+            }
+        }
         finished
     }
 }

@@ -22,7 +22,7 @@ mod write;
 pub use batch::BatchJob;
 pub use scan::ScanJob;
 
-use bolide_store::{Namespace, RecordMeta, RecordView, Store};
+use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
 use bolide_types::{Digest, ResultCode, DIGEST_BYTES};
 use bolide_wire::message::MsgHeader;
 use bolide_wire::response::{append_result, append_result_framed};
@@ -36,6 +36,28 @@ use std::sync::atomic::Ordering::Relaxed;
 pub struct Scratch {
     record: Vec<u8>,
     results: Vec<u8>,
+    /// Writes answered but not yet durable (commit-to-device): the
+    /// answers must not leave before these waits end.
+    commit_waits: Vec<CommitWait>,
+}
+
+impl Scratch {
+    fn add_commit_wait(&mut self, wait: Option<CommitWait>) {
+        let Some(wait) = wait else { return };
+        match self
+            .commit_waits
+            .iter_mut()
+            .find(|pending| pending.same_device(&wait))
+        {
+            Some(pending) => pending.absorb(wait),
+            None => self.commit_waits.push(wait),
+        }
+    }
+
+    /// The durability waits the answers produced so far depend on.
+    pub fn take_commit_waits(&mut self) -> Vec<CommitWait> {
+        std::mem::take(&mut self.commit_waits)
+    }
 }
 
 /// What kind of transaction a request was, for statistics.

@@ -5,7 +5,7 @@ use crate::expression::Expr;
 use crate::ops::{self, WorkBin};
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, RecordView};
-use bolide_store::{Bin, Namespace, RecordBlob, RecordMeta, SetError};
+use bolide_store::{AppendError, Bin, Namespace, RecordBlob, RecordMeta, SetError};
 use bolide_types::{now_citrusleaf_milliseconds, particle, Digest, ResultCode};
 use bolide_types::{BINS_PER_RECORD_MAX, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::{encode_op, MsgHeader};
@@ -58,12 +58,14 @@ pub fn execute(
     }
 
     if header.info2 & info2::DELETE != 0 {
-        let present = existing_meta.is_some();
-        // An expired record still in the index is removed too.
-        writer.remove(digest);
-        if !present {
+        if existing_meta.is_none() {
+            // An expired record still in the index is removed too; its void
+            // time keeps it gone after a restart, so no tombstone.
+            writer.remove(digest);
             return Err(ResultCode::NotFound);
         }
+        let (_, wait) = writer.delete(digest).map_err(storage_error)?;
+        scratch.add_commit_wait(wait);
         ResponseWriter::begin_framed(out, &MsgHeader::default(), framing).finish();
         return Ok(());
     }
@@ -140,7 +142,8 @@ pub fn execute(
             return Err(ResultCode::NotFound);
         }
         drop(bins);
-        writer.remove(digest);
+        let (_, wait) = writer.delete(digest).map_err(storage_error)?;
+        scratch.add_commit_wait(wait);
         (0, 0)
     } else {
         drop(bins);
@@ -157,7 +160,10 @@ pub fn execute(
             last_update_ms: namespace.update_stamp_ms(set_id, now_ms),
             set_id,
         };
-        writer.put(digest, meta, RecordBlob::new(&scratch.record));
+        let wait = writer
+            .put(digest, meta, RecordBlob::new(&scratch.record))
+            .map_err(storage_error)?;
+        scratch.add_commit_wait(wait);
         (generation, void_time)
     };
     drop(writer);
@@ -330,5 +336,15 @@ fn set_bin<'a>(
             particle_type,
             value,
         }),
+    }
+}
+
+/// The result code of a refused storage append.
+pub(crate) fn storage_error(error: AppendError) -> ResultCode {
+    match error {
+        AppendError::OutOfSpace => ResultCode::OutOfSpace,
+        AppendError::Overload => ResultCode::DeviceOverload,
+        AppendError::TooBig => ResultCode::RecordTooBig,
+        AppendError::Failed => ResultCode::Unknown,
     }
 }

@@ -97,6 +97,8 @@ pub enum ResultCode {
     KeyBusy = 14,
     UnsupportedFeature = 16,
     BinNotFound = 17,
+    /// The storage device's write queue is over its limit.
+    DeviceOverload = 18,
     KeyMismatch = 19,
     Namespace = 20,
     BinName = 21,
