@@ -77,6 +77,13 @@ fn init_logging(config: &Config) {
                 builder.with_writer(std::io::stderr).init();
             }
         },
-        None => builder.with_writer(std::io::stderr).init(),
+        None => {
+            // Colours only on a terminal: logs redirected to files stay plain.
+            use std::io::IsTerminal;
+            builder
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .init()
+        }
     }
 }

@@ -1,12 +1,14 @@
 //! On-device byte layouts: the file header, block headers and entries.
 //!
-//! A storage file is a 4 KiB file header followed by equal write blocks.
+//! A storage file is a 256 KiB header (the file header in its first 64
+//! bytes, two truncation-table slots at 64 KiB and 160 KiB) followed by
+//! equal write blocks.
 //! Every block starts with a 64-byte header; entries follow, each aligned
 //! to 8 bytes, until the first position that does not hold a valid entry
 //! of this block's incarnation.
 //!
 //! ```text
-//! file header (4096 bytes; all integers LE)
+//! file header (first 64 bytes; all integers LE)
 //!   0  [u8; 8]  b"BOLIDEv1"
 //!   8  u32      write block size
 //!  12  u32      file index in the namespace
@@ -44,7 +46,7 @@
 
 use bolide_types::Digest;
 
-pub const FILE_HEADER_BYTES: u64 = 4096;
+pub const FILE_HEADER_BYTES: u64 = 256 * 1024;
 pub const BLOCK_HEADER_BYTES: usize = 64;
 pub const ENTRY_HEADER_BYTES: usize = 56;
 pub const BLOCK_MAGIC: u32 = 0xB01D_B10C;

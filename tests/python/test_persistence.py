@@ -1,0 +1,547 @@
+"""Persistent namespaces (storage-engine device / memory with files) through
+the official Python client against real bolided processes: restarts, kill -9
+crashes, damaged files, defragmentation, a full device, truncation."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from pathlib import Path
+
+import aerospike
+import pytest
+from aerospike import exception as ex
+
+from bolide_server import BolideServer
+from helpers import ns_stats, wait_for
+
+NS = "test"
+SET = "persist"
+BLOCK = 64 * 1024
+FILE_HEADER = 256 * 1024
+
+CONFIG = """
+service {{
+    cluster-name bolide-persist
+}}
+logging {{
+    console {{
+        context any info
+    }}
+}}
+network {{
+    service {{
+        address 127.0.0.1
+        port {port}
+    }}
+}}
+namespace test {{
+    default-ttl 0
+    nsup-period 1
+    storage-engine @ENGINE@ {{
+@STORAGE@
+    }}
+}}
+"""
+
+# Bounded: CI runs this many kill -9 trials per mode; scripts/crash-soak.sh more.
+CRASH_TRIALS = int(os.environ.get("BOLIDE_CRASH_TRIALS", "3"))
+
+
+def config(path: Path, engine: str = "device", **directives) -> str:
+    storage = {
+        "file": str(path),
+        "filesize": "16M",
+        "write-block-size": "64K",
+        "flush-max-ms": "200",
+    }
+    storage.update({k.replace("_", "-"): v for k, v in directives.items()})
+    body = "\n".join(f"        {k} {v}" for k, v in storage.items() if v is not None)
+    return CONFIG.replace("@ENGINE@", engine).replace("@STORAGE@", body)
+
+
+class Node:
+    """A persistent node whose files outlive its processes."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.server: BolideServer | None = None
+
+    def start(self) -> "Node":
+        self.server = BolideServer(config_text=self.text, ready_timeout=60)
+        self.server.start()
+        return self
+
+    def client(self):
+        assert self.server is not None
+        return self.server.client()
+
+    def stats(self) -> dict:
+        assert self.server is not None
+        return ns_stats(self.client(), NS)
+
+    def kill9(self) -> None:
+        assert self.server is not None and self.server.proc is not None
+        self.server.proc.kill()
+        self.server.proc.wait(timeout=10)
+        self.server.stop()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            rc = self.server.terminate()
+            assert rc == 0, f"clean shutdown expected, got {rc}"
+            self.server.stop()
+
+    def log(self) -> str:
+        assert self.server is not None
+        return self.server.log_text()
+
+
+@pytest.fixture
+def nodes():
+    started: list[Node] = []
+
+    def _make(text: str) -> Node:
+        node = Node(text)
+        started.append(node)
+        return node
+
+    yield _make
+    for node in started:
+        if node.server is not None:
+            node.server.stop()
+
+
+def key(i) -> tuple:
+    return (NS, SET, i)
+
+
+def get_or_none(client, k):
+    try:
+        return client.get(k)[2]
+    except ex.RecordNotFound:
+        return None
+
+
+# --------------------------------------------------------------------------
+# Restarts
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("engine", ["device", "memory"])
+def test_clean_restart_keeps_records_deletes_generations_and_ttls(nodes, tmp_path, engine):
+    node = nodes(config(tmp_path / "ns.dat", engine=engine)).start()
+    c = node.client()
+    values = {}
+    for i in range(3000):
+        bins = {"i": i, "s": f"value-{i}" * 3, "f": i / 7, "b": bytearray([i % 256] * 5),
+                "l": [i, "x", [1, 2]], "m": {"k": i, "n": {"deep": True}}}
+        c.put(key(i), bins)
+        values[i] = bins
+    for i in range(0, 3000, 7):
+        c.remove(key(i))
+        del values[i]
+    for i in range(1, 3000, 11):
+        if i in values:
+            c.put(key(i), {"i": -i})
+            values[i]["i"] = -i
+    c.put(key("ttl"), {"v": 1}, meta={"ttl": 3600})
+    c.put(key("sendkey"), {"v": 2}, policy={"key": aerospike.POLICY_KEY_SEND})
+    node.stop()
+
+    node.start()
+    c = node.client()
+    stats = node.stats()
+    assert int(stats["objects"]) == len(values) + 2
+    assert int(stats["cold_start_records"]) == len(values) + 2
+    assert int(stats["cold_start_damaged_entries"]) == 0
+    for i in range(3000):
+        got = get_or_none(c, key(i))
+        if i not in values:
+            assert got is None, f"deleted record {i} came back"
+            continue
+        assert got == values[i], i
+        _, meta = c.exists(key(i))
+        assert meta["gen"] == (2 if i % 11 == 1 else 1), i
+    _, meta, bins = c.get(key("ttl"))
+    assert bins == {"v": 1} and 3500 < meta["ttl"] <= 3600
+    stored_keys = {k[2] for k, _, _ in c.query(NS, SET).results() if k[2] is not None}
+    assert stored_keys == {"sendkey"}
+    assert re.search(r"cold start done .*records=", node.log()), node.log()
+
+
+def test_writes_after_restart_continue_the_log(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat")).start()
+    c = node.client()
+    for round_ in range(3):
+        for i in range(500):
+            c.put(key(i), {"round": round_})
+        node.stop()
+        node.start()
+        c = node.client()
+        assert all(c.get(key(i))[2] == {"round": round_} for i in range(500))
+        assert int(node.stats()["objects"]) == 500
+
+
+def test_expired_records_do_not_come_back(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat")).start()
+    c = node.client()
+    c.put(key("short"), {"v": 1}, meta={"ttl": 1})
+    c.put(key("long"), {"v": 2}, meta={"ttl": 3600})
+    node.stop()
+    time.sleep(2.2)
+    node.start()
+    c = node.client()
+    assert get_or_none(c, key("short")) is None
+    assert get_or_none(c, key("long")) == {"v": 2}
+
+
+def test_truncate_survives_restart(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat")).start()
+    c = node.client()
+    for i in range(200):
+        c.put((NS, "gone", i), {"v": i})
+        c.put((NS, "kept", i), {"v": i})
+    c.truncate(NS, "gone", 0)
+    c.put((NS, "gone", "after"), {"v": "after"})
+    node.stop()
+    node.start()
+    c = node.client()
+    assert all(get_or_none(c, (NS, "gone", i)) is None for i in range(200))
+    assert get_or_none(c, (NS, "gone", "after")) == {"v": "after"}
+    assert all(get_or_none(c, (NS, "kept", i)) == {"v": i} for i in range(200))
+    # A namespace-wide truncate too.
+    c.truncate(NS, None, 0)
+    node.stop()
+    node.start()
+    assert int(node.stats()["objects"]) == 0
+
+
+# --------------------------------------------------------------------------
+# Crashes (kill -9 under load)
+# --------------------------------------------------------------------------
+class Load:
+    """Writer threads: unique inserts, counters on hot keys, deletes.
+    Records what was acknowledged and when."""
+
+    def __init__(self, node: Node, threads: int = 4):
+        self.node = node
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.acked_puts: dict = {}   # key -> (value, ack time)
+        self.acked_deletes: dict = {}  # key -> ack time
+        self.deleting: set = set()   # deletes sent but not acknowledged
+        self.threads = [threading.Thread(target=self.run, args=(t,), daemon=True)
+                        for t in range(threads)]
+
+    def run(self, t: int) -> None:
+        try:
+            c = aerospike.client(self.node.server.client_config()).connect()
+        except Exception:
+            return
+        n = 0
+        rng = random.Random(t)
+        while not self.stop.is_set():
+            n += 1
+            choice = rng.random()
+            try:
+                if choice < 0.6:
+                    k, value = f"u-{t}-{n}", n
+                elif choice < 0.9:
+                    k, value = f"hot-{t}-{rng.randrange(20)}", n
+                else:
+                    victim = f"u-{t}-{rng.randrange(1, n)}" if n > 1 else f"u-{t}-1"
+                    with self.lock:
+                        self.deleting.add(victim)
+                    c.remove(key(victim))
+                    with self.lock:
+                        self.acked_deletes[victim] = time.monotonic()
+                        self.acked_puts.pop(victim, None)
+                        self.deleting.discard(victim)
+                    continue
+                c.put(key(k), {"v": value, "pad": "p" * 64})
+                with self.lock:
+                    self.acked_puts[k] = (value, time.monotonic())
+                    self.acked_deletes.pop(k, None)
+            except ex.RecordNotFound:
+                with self.lock:
+                    self.deleting.discard(victim)
+            except Exception:
+                # The node died mid-request: unacknowledged, anything goes.
+                if self.stop.is_set():
+                    return
+                time.sleep(0.01)
+        c.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=20)
+
+
+def check_after_crash(c, load: Load, durable_before: float) -> tuple[int, int]:
+    """Every put acknowledged before `durable_before` is there with its
+    value or a later attempted one; every delete acknowledged before it is
+    absent (unless written again). Returns (checked puts, checked deletes)."""
+    puts = deletes = 0
+    for k, (value, acked_at) in load.acked_puts.items():
+        got = get_or_none(c, key(k))
+        if acked_at > durable_before or k in load.deleting:
+            # Too recent, or a delete of it was in flight at the kill.
+            if got is not None:
+                assert got["pad"] == "p" * 64, f"{k} corrupt: {got}"
+            continue
+        puts += 1
+        assert got is not None, f"acknowledged write {k}={value} lost"
+        assert got["v"] >= value, f"{k}: older value {got['v']} < acknowledged {value}"
+        assert got["pad"] == "p" * 64
+    for k, acked_at in load.acked_deletes.items():
+        if acked_at > durable_before or k in load.acked_puts:
+            continue
+        deletes += 1
+        assert get_or_none(c, key(k)) is None, f"deleted {k} came back"
+    return puts, deletes
+
+
+def test_kill9_with_commit_to_device_loses_no_acknowledged_write(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat", filesize="64M",
+                        commit_to_device="true")).start()
+    rng = random.Random(7)
+    total_puts = total_deletes = 0
+    for trial in range(CRASH_TRIALS):
+        with Load(node) as load:
+            time.sleep(0.3 + rng.random())
+            kill_at = time.monotonic()
+            node.kill9()
+        node.start()
+        c = node.client()
+        puts, deletes = check_after_crash(c, load, durable_before=kill_at)
+        assert puts > 50, f"trial {trial}: load too small ({puts} puts)"
+        total_puts += puts
+        total_deletes += deletes
+    assert total_deletes > 0
+    node.stop()
+
+
+def test_kill9_in_default_mode_loses_nothing_older_than_the_flush_window(nodes, tmp_path):
+    # flush-max-ms 200: anything acknowledged more than that (plus slack for
+    # the flusher's write) before the kill must survive.
+    node = nodes(config(tmp_path / "ns.dat", filesize="64M")).start()
+    rng = random.Random(11)
+    for trial in range(CRASH_TRIALS):
+        with Load(node) as load:
+            time.sleep(0.8 + rng.random())
+            kill_at = time.monotonic()
+            node.kill9()
+        node.start()
+        c = node.client()
+        puts, _ = check_after_crash(c, load, durable_before=kill_at - 0.5)
+        assert puts > 50, f"trial {trial}: load too small ({puts} puts)"
+    node.stop()
+
+
+# --------------------------------------------------------------------------
+# Damaged files
+# --------------------------------------------------------------------------
+def fill_and_stop(node: Node, count: int) -> dict:
+    c = node.client()
+    expected = {}
+    for i in range(count):
+        expected[i] = {"i": i, "s": f"{i:08d}" * 20}
+        c.put(key(i), expected[i])
+    node.stop()
+    return expected
+
+
+def test_flipped_bytes_are_detected_and_skipped(nodes, tmp_path):
+    path = tmp_path / "ns.dat"
+    node = nodes(config(path)).start()
+    expected = fill_and_stop(node, 3000)
+    data = bytearray(path.read_bytes())
+    rng = random.Random(3)
+    # Flip one byte in the middle of each of the first 8 blocks' entries.
+    for block in range(8):
+        at = FILE_HEADER + block * BLOCK + 4096 + rng.randrange(40_000)
+        data[at] ^= 0x5A
+    path.write_bytes(bytes(data))
+    node.start()
+    c = node.client()
+    stats = node.stats()
+    damaged = int(stats["cold_start_damaged_entries"])
+    assert 1 <= damaged <= 8, stats
+    assert "damaged entries skipped" in node.log()
+    found = 0
+    for i, bins in expected.items():
+        got = get_or_none(c, key(i))
+        if got is not None:
+            assert got == bins, f"record {i} corrupt: {got}"
+            found += 1
+    assert found >= len(expected) - 8, (found, len(expected))
+    assert int(stats["objects"]) == found
+    # The node takes writes as usual.
+    c.put(key("new"), {"ok": 1})
+    assert c.get(key("new"))[2] == {"ok": 1}
+
+
+def test_a_truncated_file_keeps_the_intact_records(nodes, tmp_path):
+    path = tmp_path / "ns.dat"
+    node = nodes(config(path)).start()
+    expected = fill_and_stop(node, 3000)
+    size = path.stat().st_size
+    # Cut the file in the middle of the third block.
+    cut = FILE_HEADER + 2 * BLOCK + BLOCK // 2
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+    node.start()
+    c = node.client()
+    assert path.stat().st_size == size, "the file is sized back to its configured size"
+    found = sum(1 for i, bins in expected.items() if get_or_none(c, key(i)) == bins)
+    missing = [i for i in expected if get_or_none(c, key(i)) is None]
+    # Everything in the first two and a half blocks is there (each record
+    # ~230 bytes: ~280 per 64K block), nothing returned is corrupt.
+    assert found + len(missing) == len(expected)
+    assert found >= 600, found
+    assert found < len(expected)
+
+
+def test_a_damaged_block_header_skips_only_that_block(nodes, tmp_path):
+    path = tmp_path / "ns.dat"
+    node = nodes(config(path)).start()
+    expected = fill_and_stop(node, 3000)
+    with open(path, "r+b") as f:
+        f.seek(FILE_HEADER + 1 * BLOCK + 10)
+        f.write(b"\xff\xff")
+    node.start()
+    c = node.client()
+    stats = node.stats()
+    assert int(stats["cold_start_bad_blocks"]) == 1, stats
+    found = sum(1 for i, bins in expected.items() if get_or_none(c, key(i)) == bins)
+    assert len(expected) - 400 < found < len(expected)
+
+
+# --------------------------------------------------------------------------
+# Defragmentation and a full device
+# --------------------------------------------------------------------------
+def test_defrag_reclaims_space_under_overwrites(nodes, tmp_path):
+    # 4 MiB of blocks; write 15x that in overwrites of 300 keys.
+    node = nodes(config(tmp_path / "ns.dat", filesize="4M",
+                        defrag_sleep="0", flush_max_ms="50")).start()
+    c = node.client()
+    payload = "d" * 1000
+    total = 0
+    rounds = 200
+    for r in range(rounds):
+        for i in range(300):
+            c.put(key(i), {"r": r, "p": payload})
+            total += 1100
+    assert total > 15 * 4 * 1024 * 1024
+    stats = node.stats()
+    assert int(stats["storage-engine.defrag_blocks"]) > 50, stats
+    assert int(stats["device_available_pct"]) >= 20, stats
+    assert all(c.get(key(i))[2] == {"r": rounds - 1, "p": payload} for i in range(300))
+    node.stop()
+    node.start()
+    c = node.client()
+    assert int(node.stats()["objects"]) == 300
+    assert all(c.get(key(i))[2] == {"r": rounds - 1, "p": payload} for i in range(300))
+
+
+def test_full_device_stops_writes_keeps_reads_and_recovers(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat", filesize="4M", defrag_sleep="0",
+                        stop_writes_used_pct="60")).start()
+    c = node.client()
+    payload = "f" * 2000
+    written = []
+    code = None
+    for i in range(10_000):
+        try:
+            c.put(key(i), {"p": payload})
+            written.append(i)
+        except ex.ServerFull as error:
+            code = error.code
+            break
+    assert code == 8, "writes must stop with code 8 before the device is full"
+    assert len(written) > 500
+    stats = node.stats()
+    assert stats["stop_writes"] == "true", stats
+    # Reads keep working.
+    assert all(c.get(key(i))[2] == {"p": payload} for i in written[:200])
+    with pytest.raises(ex.ServerFull):
+        c.put(key("more"), {"p": payload})
+    # Delete most of the data: defrag frees space, writes resume by themselves.
+    for i in written[: len(written) * 3 // 4]:
+        c.remove(key(i))
+    wait_for(lambda: node.stats()["stop_writes"] == "false", timeout=20,
+             what="stop_writes to clear after deletes")
+    c.put(key("more"), {"p": payload})
+    assert c.get(key("more"))[2] == {"p": payload}
+    # The survivors are intact across a restart.
+    node.stop()
+    node.start()
+    c = node.client()
+    for i in written[len(written) * 3 // 4:]:
+        assert c.get(key(i))[2] == {"p": payload}
+    for i in written[: len(written) * 3 // 4]:
+        assert get_or_none(c, key(i)) is None
+
+
+def test_oversized_record_for_the_write_block_is_refused(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat")).start()
+    c = node.client()
+    with pytest.raises(ex.RecordTooBig):
+        c.put(key("big"), {"p": "x" * (70 * 1024)})
+    c.put(key("ok"), {"p": "x" * (60 * 1024)})
+    assert len(c.get(key("ok"))[2]["p"]) == 60 * 1024
+
+
+# --------------------------------------------------------------------------
+# Visibility and configuration
+# --------------------------------------------------------------------------
+def test_namespace_info_shows_device_figures(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat")).start()
+    c = node.client()
+    for i in range(100):
+        c.put(key(i), {"p": "x" * 100})
+    stats = node.stats()
+    assert stats["storage-engine"] == "device"
+    total = int(stats["device_total_bytes"])
+    assert total == (16 * 1024 * 1024 - FILE_HEADER) // BLOCK * BLOCK
+    assert int(stats["device_used_bytes"]) > 100 * 100
+    for name in ("device_available_pct", "device_free_pct", "storage-engine.write_q",
+                 "storage-engine.defrag_q", "cold_start_ms", "cold_start_records"):
+        assert name in stats, name
+    assert stats["storage-engine.file[0]"] == str(tmp_path / "ns.dat")
+
+
+@pytest.mark.parametrize("storage, line, words", [
+    ("        filesize 16M\n", 19, "needs at least one file"),
+    (f"        file /tmp/bolide-nosize-{os.getpid()}.dat\n", 19, "needs filesize"),
+    ("        file /tmp/x.dat\n        filesize 16M\n        write-block-size 3000\n", 22,
+     "write-block-size"),
+    ("        file /tmp/x.dat\n        filesize 16M\n        defrag-lwm-pct 0\n", 22,
+     "defrag-lwm-pct"),
+    ("        file /tmp/x.dat\n        filesize 16M\n        bogus 1\n", 22, "bogus"),
+])
+def test_storage_config_errors_name_the_line(storage, line, words):
+    from bolide_server import run_config_check
+    text = CONFIG.replace("@ENGINE@", "device").replace("@STORAGE@", storage.rstrip("\n"))
+    rc, stderr, _ = run_config_check(text)
+    assert rc not in (0, None), stderr
+    assert f"line {line}" in stderr and words in stderr, stderr
+
+
+def test_files_of_another_block_size_are_refused(nodes, tmp_path):
+    path = tmp_path / "ns.dat"
+    node = nodes(config(path)).start()
+    node.client().put(key(1), {"v": 1})
+    node.stop()
+    other = nodes(config(path, write_block_size="128K"))
+    with pytest.raises(Exception) as failure:
+        other.start()
+    assert "write-block-size" in str(failure.value)
