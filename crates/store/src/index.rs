@@ -258,6 +258,18 @@ impl IndexTable {
         record.map(|blob| (meta, blob, location))
     }
 
+    /// Shrinks the table to the smallest capacity under the growth mark
+    /// (used once a cold start has inserted everything).
+    pub fn compact(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        let target = (self.len * 100 / LOAD_MAX_PERCENT + 1).max(CAPACITY_MIN);
+        if target < self.capacity() {
+            self.resize(target);
+        }
+    }
+
     /// The storage block of a record's current version.
     pub fn location(&self, digest: &Digest) -> Option<u32> {
         let slot = self.find(digest)?;

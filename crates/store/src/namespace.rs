@@ -441,6 +441,14 @@ impl Namespace {
         }
     }
 
+    /// Adds to a set's counts (cold start totals).
+    pub(crate) fn account_set_totals(&self, set_id: u16, objects: i64, bytes: i64) {
+        if let Some(set) = self.sets.get(usize::from(set_id)).filter(|_| set_id != 0) {
+            set.objects.fetch_add(objects, Relaxed);
+            set.data_used_bytes.fetch_add(bytes, Relaxed);
+        }
+    }
+
     #[inline]
     pub(crate) fn partition(&self, digest: &Digest) -> &Partition {
         // partition_id() < PARTITION_COUNT == partitions.len() by construction.
