@@ -496,3 +496,32 @@ def test_unchanged_elements_round_trip(client, key):
     client.put(key, {"l": value})
     client.operate(key, [lo.list_append("l", 0), lo.list_pop("l", -1)])
     assert stored(client, key) == value
+
+
+def test_list_and_map_create_at_context(client, key):
+    client.put(key, {"m": {"a": 1}})
+    client.operate(
+        key,
+        [
+            lo.list_create("m", aerospike.LIST_ORDERED, False, False, ctx=[cdt_ctx.cdt_ctx_map_key_create("x")]),
+            mo.map_create("m", aerospike.MAP_KEY_ORDERED, False, ctx=[cdt_ctx.cdt_ctx_map_key_create("y")]),
+        ],
+    )
+    assert stored(client, key, "m") == {"a": 1, "x": [], "y": {}}
+    x = [cdt_ctx.cdt_ctx_map_key("x")]
+    client.operate(key, [lo.list_append("m", 5, ctx=x), lo.list_append("m", 2, ctx=x)])
+    assert stored(client, key, "m")["x"] == [2, 5], "the created list is ordered"
+
+
+def test_cdt_ops_in_batch_operate(client, make_key):
+    keys = [make_key(str(i)) for i in range(3)]
+    for i, k in enumerate(keys[:2]):
+        client.put(k, {"l": list(range(i + 2))})
+    res = client.batch_operate(keys, [lo.list_append("l", 9), lo.list_get("l", -1)])
+    results = [(r.result, r.record[2] if r.record else None) for r in res.batch_records]
+    assert results[0] == (0, {"l": 9})
+    assert results[1] == (0, {"l": 9})
+    assert results[2][0] == 0, "operate with writes creates the missing record"
+    assert client.get(keys[1])[2] == {"l": [0, 1, 2, 9]}
+    res = client.batch_operate(keys[:2], [lo.list_size("l")])
+    assert [r.record[2] for r in res.batch_records] == [{"l": 3}, {"l": 4}]
