@@ -12,6 +12,7 @@
 #![deny(clippy::unwrap_used)]
 
 mod batch;
+mod cdt;
 mod expression;
 mod ops;
 mod read;

@@ -22,7 +22,7 @@ pub fn execute(
     }
     // Validate the ops before taking the lock.
     for op in message.ops() {
-        if op.op_type != op_type::READ {
+        if op.op_type != op_type::READ && op.op_type != op_type::CDT_READ {
             return Err(if crate::ops::is_readable(op.op_type) {
                 ResultCode::UnsupportedFeature
             } else {
@@ -67,6 +67,24 @@ pub fn execute(
     } else {
         let respond_all = header.info2 & info2::RESPOND_ALL_OPS != 0;
         for op in message.ops() {
+            if op.op_type == op_type::CDT_READ {
+                let current = record
+                    .bin(op.name)
+                    .map(|bin| (bin.particle_type, bin.value));
+                match crate::cdt::execute(current, op.value, false) {
+                    Ok(outcome) => match outcome.result {
+                        Some((particle_type, value)) => {
+                            writer.op(op_type::CDT_READ, particle_type, op.name, &value)
+                        }
+                        None if respond_all => writer.op(op_type::CDT_READ, 0, op.name, &[]),
+                        None => {}
+                    },
+                    Err(code) => {
+                        return Err(code);
+                    }
+                }
+                continue;
+            }
             match record.bin(op.name) {
                 Some(bin) => writer.op(op_type::READ, bin.particle_type, bin.name, bin.value),
                 None if respond_all => writer.op(op_type::READ, 0, op.name, &[]),

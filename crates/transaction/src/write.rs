@@ -204,6 +204,14 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
                     return Err(ResultCode::Parameter);
                 }
             }
+            op_type::CDT_READ | op_type::CDT_MODIFY => {
+                if op.name.is_empty() || op.name.len() > BIN_NAME_BYTES_MAX {
+                    return Err(ResultCode::BinName);
+                }
+                if replace && op.op_type == op_type::CDT_MODIFY {
+                    return Err(ResultCode::Parameter);
+                }
+            }
             op_type::TOUCH | op_type::DELETE => {
                 if replace {
                     return Err(ResultCode::Parameter);
@@ -306,6 +314,25 @@ fn apply<'a>(
             let (particle_type, value) =
                 ops::concatenate(current, op.op_type, op.particle_type, op.value)?;
             set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
+        }
+        op_type::CDT_READ | op_type::CDT_MODIFY => {
+            let modify = op.op_type == op_type::CDT_MODIFY;
+            let current = position
+                .and_then(|i| bins.get(i))
+                .map(|bin| (bin.particle_type, bin.value.as_ref()));
+            let outcome = crate::cdt::execute(current, op.value, modify)?;
+            if let Some((particle_type, value)) = outcome.bin {
+                set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
+            }
+            match outcome.result {
+                Some((particle_type, value)) => {
+                    encode_op(results, op.op_type, particle_type, op.name, &value)
+                }
+                None if respond_all => encode_op(results, op.op_type, particle::NULL, op.name, &[]),
+                None => return Ok(()),
+            }
+            *result_count += 1;
+            return Ok(());
         }
         op_type::DELETE => bins.clear(),
         // A touch never has an answer entry, even with respond-all-ops.

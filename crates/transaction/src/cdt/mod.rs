@@ -1,0 +1,793 @@
+//! List and map operations (CDT_READ and CDT_MODIFY ops): the op payload
+//! is msgpack `[op_code, args...]`, or `[0xff, [ctx_type, ctx_value, ...],
+//! [op_code, args...]]` to reach a nested list or map first.
+//!
+//! `execute` takes the bin's current particle (if any) and the op payload,
+//! and gives back the bin's new value (if the op changed it) and the op's
+//! result particle. Elements are kept as msgpack bytes; see `value.rs` for
+//! the value order. Semantics and result codes follow the Aerospike
+//! server's `cdt.c`, `particle_list.c` and `particle_map.c`.
+
+mod list;
+mod map;
+pub mod value;
+
+use bolide_types::{particle, ResultCode};
+use bolide_wire::msgpack::{Item, Reader};
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use value::{List, Map, Particle};
+
+/// Most context levels one op may name.
+const CONTEXT_DEPTH_MAX: usize = 32;
+/// Most arguments an op may carry.
+const ARGS_MAX: u32 = 8;
+/// Most nil elements a list insert past the end may add.
+pub const PAD_MAX: usize = 1 << 20;
+
+/// The op code introducing a context.
+const CONTEXT_EVAL: u64 = 0xff;
+/// Map op codes start here; list op codes are below.
+const MAP_OPS_START: u64 = 64;
+
+/// What a CDT op did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// The bin's new particle, if the op changed it.
+    pub bin: Option<Particle>,
+    /// The op's result, if it has one.
+    pub result: Option<Particle>,
+}
+
+/// An op after its payload is split up.
+pub struct Call<'a> {
+    pub code: u64,
+    pub args: Args<'a>,
+}
+
+/// An op's arguments, each one whole msgpack item.
+pub struct Args<'a>(Vec<&'a [u8]>);
+
+impl<'a> Args<'a> {
+    pub fn get(&self, i: usize) -> Option<&'a [u8]> {
+        self.0.get(i).copied()
+    }
+
+    pub fn payload(&self, i: usize) -> Result<&'a [u8], ResultCode> {
+        self.get(i).ok_or(ResultCode::Parameter)
+    }
+
+    pub fn int(&self, i: usize) -> Result<i64, ResultCode> {
+        match self.get(i).map(|bytes| Reader::new(bytes).item()) {
+            Some(Ok(Item::Int(value))) => Ok(value),
+            Some(Ok(Item::Uint(value))) => Ok(value as i64),
+            _ => Err(ResultCode::Parameter),
+        }
+    }
+
+    pub fn int_or(&self, i: usize, default: i64) -> Result<i64, ResultCode> {
+        if self.get(i).is_none() {
+            Ok(default)
+        } else {
+            self.int(i)
+        }
+    }
+
+    /// A count argument; absent means "to the end".
+    pub fn count_or_all(&self, i: usize) -> Result<u64, ResultCode> {
+        match self.get(i).map(|bytes| Reader::new(bytes).item()) {
+            None => Ok(u64::from(u32::MAX)),
+            Some(Ok(Item::Int(value))) if value >= 0 => Ok(value as u64),
+            Some(Ok(Item::Uint(value))) => Ok(value),
+            _ => Err(ResultCode::Parameter),
+        }
+    }
+}
+
+/// Runs one CDT op against a bin (`None` when the bin does not exist).
+pub fn execute(
+    bin: Option<(u8, &[u8])>,
+    payload: &[u8],
+    modify: bool,
+) -> Result<Outcome, ResultCode> {
+    let (contexts, call) = split_payload(payload)?;
+    let is_list = call.code < MAP_OPS_START;
+    if !is_known(call.code, modify) {
+        return Err(ResultCode::Parameter);
+    }
+    let current = match bin {
+        None if !modify => return Ok(Outcome::default()),
+        None => None,
+        Some((particle::LIST | particle::MAP, value)) => Some(value),
+        Some(_) if contexts.is_empty() => return Err(ResultCode::IncompatibleType),
+        Some(_) => return Err(ResultCode::Parameter),
+    };
+    let (changed, result) = at_level(current, &contexts, &call, modify, is_list)?;
+    let bin = changed.map(|bytes| {
+        let particle_type = match value::container_kind(&bytes) {
+            Some(false) => particle::MAP,
+            _ => particle::LIST,
+        };
+        (particle_type, bytes)
+    });
+    Ok(Outcome { bin, result })
+}
+
+/// Whether the op code exists for this op type (reads under CDT_READ,
+/// modifies under CDT_MODIFY).
+fn is_known(code: u64, modify: bool) -> bool {
+    let is_modify = matches!(code, 0..=13 | 32..=40 | 64..=89);
+    let is_read = matches!(code, 16..=27 | 96..=110);
+    if modify {
+        is_modify
+    } else {
+        is_read
+    }
+}
+
+type Contexts<'a> = Vec<(u64, &'a [u8])>;
+
+fn split_payload(payload: &[u8]) -> Result<(Contexts<'_>, Call<'_>), ResultCode> {
+    let mut reader = Reader::new(payload);
+    let Ok(Item::Array(count)) = reader.item() else {
+        return Err(ResultCode::Parameter);
+    };
+    if count == 0 {
+        return Err(ResultCode::Parameter);
+    }
+    let code = uint(&mut reader)?;
+    let mut contexts = Vec::new();
+    let (code, arg_count) = if code == CONTEXT_EVAL {
+        if count != 3 {
+            return Err(ResultCode::Parameter);
+        }
+        let Ok(Item::Array(pairs)) = reader.item() else {
+            return Err(ResultCode::Parameter);
+        };
+        if pairs == 0 || pairs % 2 != 0 || pairs as usize / 2 > CONTEXT_DEPTH_MAX {
+            return Err(ResultCode::Parameter);
+        }
+        for _ in 0..pairs / 2 {
+            let kind = uint(&mut reader)?;
+            let item = value::next_item(&mut reader)?;
+            contexts.push((kind, item));
+        }
+        let Ok(Item::Array(op_count)) = reader.item() else {
+            return Err(ResultCode::Parameter);
+        };
+        if op_count == 0 {
+            return Err(ResultCode::Parameter);
+        }
+        (uint(&mut reader)?, op_count - 1)
+    } else {
+        (code, count - 1)
+    };
+    if arg_count > ARGS_MAX {
+        return Err(ResultCode::Parameter);
+    }
+    let mut args = Vec::with_capacity(arg_count as usize);
+    for _ in 0..arg_count {
+        args.push(value::next_item(&mut reader)?);
+    }
+    if !reader.remaining().is_empty() {
+        return Err(ResultCode::Parameter);
+    }
+    Ok((
+        contexts,
+        Call {
+            code,
+            args: Args(args),
+        },
+    ))
+}
+
+fn uint(reader: &mut Reader<'_>) -> Result<u64, ResultCode> {
+    match reader.item() {
+        Ok(Item::Int(value)) if value >= 0 => Ok(value as u64),
+        Ok(Item::Uint(value)) => Ok(value),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// Context type bits.
+mod ctx {
+    pub const BASE_MASK: u64 = 0x0f;
+    pub const INDEX: u64 = 0;
+    pub const RANK: u64 = 1;
+    pub const KEY: u64 = 2;
+    pub const VALUE: u64 = 3;
+    pub const LIST: u64 = 0x10;
+    pub const MAP: u64 = 0x20;
+    pub const CREATE_MASK: u64 = 0x1c0;
+    pub const CREATE_ORDER_MASK: u64 = 0xc0;
+    pub const CREATE_LIST_UNBOUND: u64 = 0x80;
+    pub const CREATE_ORDERED_LIST: u64 = 0xc0;
+    pub const CREATE_MAP_K_ORDERED: u64 = 0x80;
+    pub const CREATE_MAP_KV_ORDERED: u64 = 0xc0;
+}
+
+/// Changed bytes (if any) and the result of an op at one context level.
+type LevelOutcome = (Option<Vec<u8>>, Option<Particle>);
+
+/// Applies the op at the container the contexts lead to. `current` is
+/// `None` where a container does not exist yet (a missing bin, or an
+/// element a create context adds).
+fn at_level(
+    current: Option<&[u8]>,
+    contexts: &[(u64, &[u8])],
+    call: &Call<'_>,
+    modify: bool,
+    is_list_op: bool,
+) -> Result<LevelOutcome, ResultCode> {
+    let Some(((kind, selector), rest)) = contexts.split_first() else {
+        if let Some(bytes) = current {
+            if value::container_kind(bytes) != Some(is_list_op) {
+                return Err(ResultCode::IncompatibleType);
+            }
+        }
+        return if is_list_op {
+            list::apply(current, call, modify)
+        } else {
+            map::apply(current, call, modify)
+        };
+    };
+    let (kind, selector) = (*kind, *selector);
+    let base = kind & ctx::BASE_MASK;
+    let create = kind & ctx::CREATE_MASK;
+    let is_list = kind & ctx::LIST != 0;
+    if base > ctx::VALUE || (kind & (ctx::LIST | ctx::MAP)) == (ctx::LIST | ctx::MAP) {
+        return Err(ResultCode::OpNotApplicable);
+    }
+    if kind & (ctx::LIST | ctx::MAP) == 0 {
+        return Err(ResultCode::OpNotApplicable);
+    }
+    let created;
+    let bytes = match current {
+        Some(bytes) => bytes,
+        None => {
+            if !modify || create == 0 {
+                return Err(ResultCode::OpNotApplicable);
+            }
+            created = empty_container(is_list, kind & ctx::CREATE_ORDER_MASK);
+            created.as_slice()
+        }
+    };
+    if value::container_kind(bytes) != Some(is_list) {
+        return Err(ResultCode::OpNotApplicable);
+    }
+    let allow_create = modify && create != 0;
+    if is_list {
+        let mut list = List::parse(bytes)?;
+        let (position, child) = list_child(&list, base, selector, allow_create, kind)?;
+        let (changed, result) = at_level(child, rest, call, modify, is_list_op)?;
+        let Some(changed) = changed else {
+            return Ok((None, result));
+        };
+        if position >= list.items.len() {
+            if position - list.items.len() > PAD_MAX {
+                return Err(ResultCode::RecordTooBig);
+            }
+            list.items.resize(position, Cow::Borrowed(&[0xc0]));
+            list.items.push(Cow::Owned(changed));
+        } else if let Some(slot) = list.items.get_mut(position) {
+            *slot = Cow::Owned(changed);
+        }
+        Ok((Some(list.encode()), result))
+    } else {
+        let mut map = Map::parse(bytes)?;
+        let (position, child) = map_child(&map, base, selector, allow_create)?;
+        let (changed, result) = at_level(child, rest, call, modify, is_list_op)?;
+        let Some(changed) = changed else {
+            return Ok((None, result));
+        };
+        match position {
+            Some(position) => {
+                if let Some(pair) = map.pairs.get_mut(position) {
+                    pair.1 = Cow::Owned(changed);
+                }
+            }
+            None => map::insert_pair(&mut map, Cow::Borrowed(selector), Cow::Owned(changed))?,
+        }
+        Ok((Some(map.encode()), result))
+    }
+}
+
+/// An empty list or map for a create context's order bits.
+fn empty_container(is_list: bool, order: u64) -> Vec<u8> {
+    if is_list {
+        let flags = if order == ctx::CREATE_ORDERED_LIST {
+            value::LIST_ORDERED
+        } else {
+            0
+        };
+        List {
+            flags,
+            items: Vec::new(),
+        }
+        .encode()
+    } else {
+        let flags = match order {
+            ctx::CREATE_MAP_K_ORDERED => value::MAP_K_ORDERED,
+            ctx::CREATE_MAP_KV_ORDERED => value::MAP_KV_ORDERED,
+            _ => 0,
+        };
+        Map {
+            flags,
+            pairs: Vec::new(),
+        }
+        .encode()
+    }
+}
+
+/// The list element a context selects: its position and bytes (`None`
+/// bytes when a create context adds it at that position).
+fn list_child<'l>(
+    list: &'l List<'_>,
+    base: u64,
+    selector: &[u8],
+    allow_create: bool,
+    kind: u64,
+) -> Result<(usize, Option<&'l [u8]>), ResultCode> {
+    let n = list.items.len();
+    let items: Vec<&[u8]> = list.items.iter().map(|item| item.as_ref()).collect();
+    let position = match base {
+        ctx::INDEX => {
+            let index = int_of(selector)?;
+            match single_index(index, n) {
+                Some(position) => position,
+                None if allow_create && index >= 0 && !list.is_ordered() => {
+                    let index = index as usize;
+                    let unbound = kind & ctx::CREATE_ORDER_MASK == ctx::CREATE_LIST_UNBOUND;
+                    if index > n && !unbound {
+                        return Err(ResultCode::OpNotApplicable);
+                    }
+                    return Ok((index, None));
+                }
+                None => return Err(ResultCode::OpNotApplicable),
+            }
+        }
+        ctx::RANK => {
+            let rank = single_index(int_of(selector)?, n).ok_or(ResultCode::OpNotApplicable)?;
+            let order = rank_order(&items)?;
+            *order.get(rank).ok_or(ResultCode::OpNotApplicable)?
+        }
+        ctx::VALUE => {
+            let mut found = None;
+            for (i, item) in items.iter().enumerate() {
+                if value::compare(item, selector)? == Ordering::Equal {
+                    found = Some(i);
+                    break;
+                }
+            }
+            found.ok_or(ResultCode::OpNotApplicable)?
+        }
+        _ => return Err(ResultCode::OpNotApplicable),
+    };
+    let child = list.items.get(position).map(|item| item.as_ref());
+    Ok((position, child))
+}
+
+/// The map value a context selects: its pair position (`None` when a
+/// create context adds the key) and bytes.
+fn map_child<'m>(
+    map: &'m Map<'_>,
+    base: u64,
+    selector: &[u8],
+    allow_create: bool,
+) -> Result<(Option<usize>, Option<&'m [u8]>), ResultCode> {
+    let keys: Vec<&[u8]> = map.pairs.iter().map(|(k, _)| k.as_ref()).collect();
+    let values: Vec<&[u8]> = map.pairs.iter().map(|(_, v)| v.as_ref()).collect();
+    let n = keys.len();
+    let position = match base {
+        ctx::INDEX => {
+            let index = single_index(int_of(selector)?, n).ok_or(ResultCode::OpNotApplicable)?;
+            let order = rank_order(&keys)?;
+            *order.get(index).ok_or(ResultCode::OpNotApplicable)?
+        }
+        ctx::RANK => {
+            let rank = single_index(int_of(selector)?, n).ok_or(ResultCode::OpNotApplicable)?;
+            let order = View::map(keys.clone(), values.clone()).rank_order()?;
+            *order.get(rank).ok_or(ResultCode::OpNotApplicable)?
+        }
+        ctx::KEY => {
+            let mut found = None;
+            for (i, key) in keys.iter().enumerate() {
+                if value::compare(key, selector)? == Ordering::Equal {
+                    found = Some(i);
+                    break;
+                }
+            }
+            match found {
+                Some(i) => i,
+                None if allow_create => {
+                    map::check_key(selector)?;
+                    return Ok((None, None));
+                }
+                None => return Err(ResultCode::OpNotApplicable),
+            }
+        }
+        ctx::VALUE => {
+            let mut found = None;
+            for (i, item) in values.iter().enumerate() {
+                if value::compare(item, selector)? == Ordering::Equal {
+                    found = Some(i);
+                    break;
+                }
+            }
+            found.ok_or(ResultCode::OpNotApplicable)?
+        }
+        _ => return Err(ResultCode::OpNotApplicable),
+    };
+    Ok((Some(position), values.get(position).copied()))
+}
+
+fn int_of(bytes: &[u8]) -> Result<i64, ResultCode> {
+    match Reader::new(bytes).item() {
+        Ok(Item::Int(value)) => Ok(value),
+        Ok(Item::Uint(value)) => i64::try_from(value).map_err(|_| ResultCode::Parameter),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// Positions of `items` sorted by value (stable).
+pub fn rank_order(items: &[&[u8]]) -> Result<Vec<usize>, ResultCode> {
+    let mut failed = false;
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|&a, &b| match (items.get(a), items.get(b)) {
+        (Some(x), Some(y)) => value::compare(x, y).unwrap_or_else(|_| {
+            failed = true;
+            Ordering::Equal
+        }),
+        _ => Ordering::Equal,
+    });
+    if failed {
+        Err(ResultCode::Parameter)
+    } else {
+        Ok(order)
+    }
+}
+
+/// A single index (negative from the end) inside `0..n`.
+pub fn single_index(index: i64, n: usize) -> Option<usize> {
+    let resolved = if index < 0 {
+        (n as i64).checked_add(index)?
+    } else {
+        index
+    };
+    if resolved < 0 || resolved as u64 >= n as u64 {
+        None
+    } else {
+        Some(resolved as usize)
+    }
+}
+
+/// The start and length of a multi-element index range, clamped to `n`
+/// (a negative start before the first element shortens the range).
+pub fn multi_range(index: i64, count: u64, n: usize) -> (usize, usize) {
+    let n64 = n as i64;
+    if index >= n64 {
+        return (n, 0);
+    }
+    let resolved = if index < 0 {
+        n64.saturating_add(index)
+    } else {
+        index
+    };
+    if resolved < 0 {
+        let before = resolved.unsigned_abs();
+        if before < count {
+            let available = (count - before).min(n as u64);
+            return (0, available as usize);
+        }
+        return (0, 0);
+    }
+    let start = resolved as usize;
+    let available = (n - start) as u64;
+    (start, count.min(available) as usize)
+}
+
+/// A range relative to a rank or index: `rel + index`, clamped at 0.
+pub fn relative_range(index: i64, count: u64, rel: usize) -> (i64, u64) {
+    let index = index.saturating_add(rel as i64);
+    if index < 0 {
+        let before = index.unsigned_abs();
+        (0, count.saturating_sub(before))
+    } else {
+        (index, count)
+    }
+}
+
+/// Return type codes and the inverted flag.
+pub mod ret {
+    pub const NONE: u64 = 0;
+    pub const INDEX: u64 = 1;
+    pub const REVERSE_INDEX: u64 = 2;
+    pub const RANK: u64 = 3;
+    pub const REVERSE_RANK: u64 = 4;
+    pub const COUNT: u64 = 5;
+    pub const KEY: u64 = 6;
+    pub const VALUE: u64 = 7;
+    pub const KEY_VALUE: u64 = 8;
+    pub const EXISTS: u64 = 13;
+    pub const UNORDERED_MAP: u64 = 16;
+    pub const ORDERED_MAP: u64 = 17;
+    pub const INVERTED: u64 = 0x10000;
+    pub const TYPE_MASK: u64 = 0xffff;
+}
+
+/// The elements an op selects from: list values, or map keys and values
+/// (a map's "index" is its key order, its "rank" its value order).
+pub struct View<'v> {
+    values: Vec<&'v [u8]>,
+    keys: Option<Vec<&'v [u8]>>,
+}
+
+impl<'v> View<'v> {
+    pub fn list(values: Vec<&'v [u8]>) -> View<'v> {
+        View { values, keys: None }
+    }
+
+    pub fn map(keys: Vec<&'v [u8]>, values: Vec<&'v [u8]>) -> View<'v> {
+        View {
+            values,
+            keys: Some(keys),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Positions in index order (a list's own order, a map's key order).
+    pub fn index_order(&self) -> Result<Vec<usize>, ResultCode> {
+        match &self.keys {
+            None => Ok((0..self.values.len()).collect()),
+            Some(keys) => rank_order(keys),
+        }
+    }
+
+    /// Positions in value order (ties in index order).
+    pub fn rank_order(&self) -> Result<Vec<usize>, ResultCode> {
+        let by_index = self.index_order()?;
+        let mut failed = false;
+        let mut order = by_index;
+        let values = &self.values;
+        order.sort_by(|&a, &b| match (values.get(a), values.get(b)) {
+            (Some(x), Some(y)) => value::compare(x, y).unwrap_or_else(|_| {
+                failed = true;
+                Ordering::Equal
+            }),
+            _ => Ordering::Equal,
+        });
+        if failed {
+            Err(ResultCode::Parameter)
+        } else {
+            Ok(order)
+        }
+    }
+
+    /// Inverse of an order: the index (or rank) of each position.
+    fn place_of(order: &[usize]) -> Vec<usize> {
+        let mut place = vec![0; order.len()];
+        for (i, &position) in order.iter().enumerate() {
+            if let Some(slot) = place.get_mut(position) {
+                *slot = i;
+            }
+        }
+        place
+    }
+
+    /// Positions whose value (or key, for `by_key`) lies in
+    /// `[start, end)`; `end` absent means no upper bound.
+    pub fn in_interval(
+        &self,
+        by_key: bool,
+        start: &[u8],
+        end: Option<&[u8]>,
+    ) -> Result<Vec<usize>, ResultCode> {
+        let items = self.items(by_key);
+        let mut found = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            if value::compare(item, start)? == Ordering::Less {
+                continue;
+            }
+            if let Some(end) = end {
+                if value::compare(item, end)? != Ordering::Less {
+                    continue;
+                }
+            }
+            found.push(i);
+        }
+        Ok(found)
+    }
+
+    /// Positions equal to any of `targets` (by key or by value).
+    pub fn equal_to_any(&self, by_key: bool, targets: &[&[u8]]) -> Result<Vec<usize>, ResultCode> {
+        let items = self.items(by_key);
+        let mut found = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            for target in targets {
+                if value::compare(item, target)? == Ordering::Equal {
+                    found.push(i);
+                    break;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// How many elements order before `target` (by key or by value).
+    pub fn count_below(&self, by_key: bool, target: &[u8]) -> Result<usize, ResultCode> {
+        let mut below = 0;
+        for item in self.items(by_key) {
+            if value::compare(item, target)? == Ordering::Less {
+                below += 1;
+            }
+        }
+        Ok(below)
+    }
+
+    fn items(&self, by_key: bool) -> &[&'v [u8]] {
+        match (&self.keys, by_key) {
+            (Some(keys), true) => keys,
+            _ => &self.values,
+        }
+    }
+
+    /// Positions `start..start + count` of an order.
+    pub fn slice(order: &[usize], start: usize, count: usize) -> Vec<usize> {
+        order.iter().skip(start).take(count).copied().collect()
+    }
+}
+
+/// Which elements an op picked, and how.
+pub struct Selection {
+    /// Positions of the selected elements.
+    pub positions: Vec<usize>,
+    /// Selected by rank (values come back in rank order).
+    pub by_rank: bool,
+    /// One element expected (results are scalars, not lists).
+    pub multi: bool,
+}
+
+/// Applies the inverted flag: the complement, in stored order.
+pub fn invert(
+    view: &View<'_>,
+    selection: &mut Selection,
+    return_type: u64,
+) -> Result<(), ResultCode> {
+    if return_type & ret::INVERTED == 0 {
+        return Ok(());
+    }
+    if !selection.multi {
+        return Err(ResultCode::OpNotApplicable);
+    }
+    let mut chosen = vec![false; view.len()];
+    for &position in &selection.positions {
+        if let Some(slot) = chosen.get_mut(position) {
+            *slot = true;
+        }
+    }
+    selection.positions = (0..view.len())
+        .filter(|&i| !chosen.get(i).copied().unwrap_or(false))
+        .collect();
+    selection.by_rank = false;
+    Ok(())
+}
+
+/// Builds an op's result from its selection and return type.
+pub fn build_result(
+    view: &View<'_>,
+    selection: &Selection,
+    return_type: u64,
+) -> Result<Option<Particle>, ResultCode> {
+    let kind = return_type & ret::TYPE_MASK;
+    let n = view.len();
+    let mut positions = selection.positions.clone();
+    if !selection.by_rank {
+        positions.sort_unstable();
+    }
+    let is_map = view.keys.is_some();
+    match kind {
+        ret::NONE => Ok(None),
+        ret::COUNT => Ok(Some(value::int_particle(positions.len() as i64))),
+        ret::EXISTS => Ok(Some(value::bool_particle(!positions.is_empty()))),
+        ret::INDEX | ret::REVERSE_INDEX | ret::RANK | ret::REVERSE_RANK => {
+            let by_index = matches!(kind, ret::INDEX | ret::REVERSE_INDEX);
+            let order = if by_index {
+                view.index_order()?
+            } else {
+                view.rank_order()?
+            };
+            let place = View::place_of(&order);
+            let reverse = matches!(kind, ret::REVERSE_INDEX | ret::REVERSE_RANK);
+            let mut numbers: Vec<i64> = positions
+                .iter()
+                .map(|&p| {
+                    let at = place.get(p).copied().unwrap_or(0);
+                    if reverse {
+                        (n - 1 - at) as i64
+                    } else {
+                        at as i64
+                    }
+                })
+                .collect();
+            if !selection.multi {
+                return Ok(Some(value::int_particle(
+                    numbers.first().copied().unwrap_or(-1),
+                )));
+            }
+            if !selection.by_rank {
+                numbers.sort_unstable();
+                if reverse {
+                    numbers.reverse();
+                }
+            }
+            let mut out = Vec::new();
+            value::write_array_header(&mut out, numbers.len());
+            for number in numbers {
+                value::write_int(&mut out, number);
+            }
+            Ok(Some((particle::LIST, out)))
+        }
+        ret::VALUE | ret::KEY => {
+            let items = if kind == ret::KEY {
+                match &view.keys {
+                    Some(keys) => keys,
+                    None => return Err(ResultCode::OpNotApplicable),
+                }
+            } else {
+                &view.values
+            };
+            let picked = positions.iter().filter_map(|&p| items.get(p).copied());
+            if selection.multi {
+                let picked: Vec<&[u8]> = picked.collect();
+                Ok(Some((
+                    particle::LIST,
+                    value::encode_items(picked.into_iter()),
+                )))
+            } else {
+                Ok(picked.map(value::to_particle).next())
+            }
+        }
+        ret::KEY_VALUE | ret::UNORDERED_MAP | ret::ORDERED_MAP if is_map => {
+            let (Some(keys), values) = (&view.keys, &view.values) else {
+                return Err(ResultCode::OpNotApplicable);
+            };
+            let mut pairs: Vec<(&[u8], &[u8])> = positions
+                .iter()
+                .filter_map(|&p| Some((*keys.get(p)?, *values.get(p)?)))
+                .collect();
+            let flags = match kind {
+                ret::KEY_VALUE => value::MAP_PRESERVE_ORDER,
+                ret::ORDERED_MAP => {
+                    let key_list: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
+                    let order = rank_order(&key_list)?;
+                    pairs = order
+                        .iter()
+                        .filter_map(|&i| pairs.get(i).copied())
+                        .collect();
+                    value::MAP_K_ORDERED
+                }
+                _ => 0,
+            };
+            Ok(Some((
+                particle::MAP,
+                value::encode_pairs(flags, pairs.into_iter()),
+            )))
+        }
+        ret::KEY_VALUE | ret::UNORDERED_MAP | ret::ORDERED_MAP => Err(ResultCode::OpNotApplicable),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// Whether a selection op's return type is valid for removal bookkeeping.
+pub fn check_return_type(return_type: u64) -> Result<(), ResultCode> {
+    match return_type & !(ret::TYPE_MASK | ret::INVERTED) {
+        0 => Ok(()),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+#[cfg(test)]
+mod tests;
