@@ -209,10 +209,10 @@ const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// nice-10 thread gets about a tenth of a core that a nice-0 event loop
 /// also wants, and all of an idle one: scans run at full speed on an idle
 /// node and stay out of the way of foreground traffic on a busy one.
-const BACKGROUND_NICE: i32 = 10;
+pub(crate) const BACKGROUND_NICE: i32 = 10;
 
 /// Sets the calling thread's nice value (Linux: per thread). Best effort.
-fn set_thread_nice(nice: i32) {
+pub(crate) fn set_thread_nice(nice: i32) {
     #[expect(unsafe_code, reason = "libc calls on the current thread")]
     // SAFETY: gettid has no preconditions; setpriority only reads its
     // arguments and changes this thread's scheduling weight. Lowering

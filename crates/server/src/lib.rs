@@ -23,7 +23,11 @@ use tokio::sync::mpsc;
 /// for the operator) if it cannot start.
 pub fn run(config: Config) -> Result<(), String> {
     let node = Arc::new(Node::new(config)?);
-    let storage = node.store.start_storage();
+    // Defragmentation is background work: at nice 10 it yields the core to
+    // the event loops when they are busy (as scans do).
+    let storage = node.store.start_storage(Arc::new(|| {
+        connection::set_thread_nice(connection::BACKGROUND_NICE)
+    }));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -258,6 +258,15 @@ impl IndexTable {
         record.map(|blob| (meta, blob, location))
     }
 
+    /// Grows the table once so that `records` fit under the growth mark
+    /// (a cold start knows roughly how many are coming).
+    pub fn reserve(&mut self, records: usize) {
+        let target = (records * 100 / LOAD_MAX_PERCENT + 1).max(CAPACITY_MIN);
+        if target > self.capacity() && records > self.len {
+            self.resize(target);
+        }
+    }
+
     /// Shrinks the table to the smallest capacity under the growth mark
     /// (used once a cold start has inserted everything).
     pub fn compact(&mut self) {

@@ -45,10 +45,12 @@ impl Store {
     }
 
     /// Starts the storage threads of persistent namespaces.
-    pub fn start_storage(&self) -> Vec<StorageThreads> {
+    /// `background` runs first on each defragmenter thread (the server
+    /// lowers its priority there).
+    pub fn start_storage(&self, background: Arc<dyn Fn() + Send + Sync>) -> Vec<StorageThreads> {
         self.namespaces
             .iter()
-            .filter_map(|ns| ns.start_storage())
+            .filter_map(|ns| ns.start_storage_with(Arc::clone(&background)))
             .collect()
     }
 
