@@ -427,14 +427,20 @@ impl Namespace {
                 namespace: self,
                 table: partition.table.write(),
             };
-            // Expired and truncated records need no tombstone: their void
-            // time and the persisted truncation table keep them gone.
             for digest in candidates {
                 let Some(meta) = writer.table.get(&digest).map(|entry| entry.meta) else {
                     continue;
                 };
                 if doomed(&meta) {
-                    writer.remove(&digest);
+                    if self.is_truncated(&meta) {
+                        // The persisted truncation table keeps it gone.
+                        writer.remove(&digest);
+                    } else {
+                        // Expired or evicted: a tombstone, or an older
+                        // version (without this TTL) could come back at a
+                        // cold start once this version's block is reused.
+                        writer.remove_durably(&digest);
+                    }
                     removed(&meta);
                 }
             }
@@ -561,8 +567,21 @@ impl<'n> PartitionWriter<'n> {
         Ok((self.remove(digest), wait))
     }
 
-    /// Removes a record from the index without a tombstone (expiry,
-    /// truncation, eviction); whether it was there.
+    /// Removes a record, with a tombstone in a persistent namespace if the
+    /// device takes one (expiry, eviction); if it does not (full), the
+    /// record is removed from memory anyway. Whether it was there.
+    pub fn remove_durably(&mut self, digest: &Digest) -> bool {
+        match self.delete(digest) {
+            Ok((present, _)) => present,
+            Err(error) => {
+                tracing::debug!(?error, "no room for a tombstone; removed without one");
+                self.remove(digest)
+            }
+        }
+    }
+
+    /// Removes a record from the index without a tombstone (truncation,
+    /// and the cold start); whether it was there.
     pub fn remove(&mut self, digest: &Digest) -> bool {
         let index_before = self.table.index_bytes();
         let Some((meta, blob, location)) = self.table.remove_at(digest) else {

@@ -59,9 +59,9 @@ pub fn execute(
 
     if header.info2 & info2::DELETE != 0 {
         if existing_meta.is_none() {
-            // An expired record still in the index is removed too; its void
-            // time keeps it gone after a restart, so no tombstone.
-            writer.remove(digest);
+            // An expired record still in the index is removed too (with a
+            // tombstone, so no older version returns at a cold start).
+            writer.remove_durably(digest);
             return Err(ResultCode::NotFound);
         }
         let (_, wait) = writer.delete(digest).map_err(storage_error)?;
