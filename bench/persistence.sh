@@ -109,21 +109,14 @@ bench() { # bench <label> <bench args...>
     || die "bolide-bench failed for $label (see $out/$label.log)"
 }
 
-info() { # info <port> <stat>: one figure of `namespace/test`
-  python3 - "$1" "$2" <<'PY'
-import socket, struct, sys
-port, stat = int(sys.argv[1]), sys.argv[2]
-cmd = b"namespace/test\n"
-s = socket.create_connection(("127.0.0.1", port))
-s.sendall(struct.pack(">Q", (2 << 56) | (1 << 48) | len(cmd)) + cmd)
-head = s.recv(8, socket.MSG_WAITALL)
-size = struct.unpack(">Q", head)[0] & ((1 << 48) - 1)
-body = b""
-while len(body) < size:
-    body += s.recv(size - len(body))
-text = body.decode().split("\t", 1)[1]
-print(dict(kv.split("=", 1) for kv in text.strip().split(";") if "=" in kv)[stat])
-PY
+# One figure of `namespace/test`, through the Go client's asinfo (as
+# bench/index-footprint.sh does).
+GO_TOOLS_VERSION=${GO_TOOLS_VERSION:-v8.5.0}
+gobin=$root/.cache/gobin
+[ -x "$gobin/asinfo" ] || GOBIN=$gobin go install "github.com/aerospike/aerospike-client-go/v8/tools/asinfo@$GO_TOOLS_VERSION"
+info() { # info <port> <stat>
+  "$gobin/asinfo" -h 127.0.0.1 -p "$1" -v namespace/test 2>/dev/null | tr ';' '\n' \
+    | awk -F= -v k="$2" '$1 == k {print $2}' | head -1
 }
 
 echo "results: $out"

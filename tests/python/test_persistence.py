@@ -309,41 +309,94 @@ def check_after_crash(c, load: Load, durable_before: float) -> tuple[int, int]:
     return puts, deletes
 
 
-def test_kill9_with_commit_to_device_loses_no_acknowledged_write(nodes, tmp_path):
-    node = nodes(config(tmp_path / "ns.dat", filesize="64M",
-                        commit_to_device="true")).start()
-    rng = random.Random(7)
+def crash_trials(node: Node, seed: int, run_before_kill: float, slack: float) -> tuple[int, int]:
+    """CRASH_TRIALS rounds of: load, kill -9 after a random time, restart,
+    check. `slack`: how long before the kill a write must have been
+    acknowledged to be required. Returns (checked puts, checked deletes)."""
+    rng = random.Random(seed)
     total_puts = total_deletes = 0
     for trial in range(CRASH_TRIALS):
         with Load(node) as load:
-            time.sleep(0.3 + rng.random())
+            time.sleep(run_before_kill + rng.random())
             kill_at = time.monotonic()
             node.kill9()
         node.start()
-        c = node.client()
-        puts, deletes = check_after_crash(c, load, durable_before=kill_at)
+        puts, deletes = check_after_crash(node.client(), load, durable_before=kill_at - slack)
         assert puts > 50, f"trial {trial}: load too small ({puts} puts)"
         total_puts += puts
         total_deletes += deletes
-    assert total_deletes > 0
     node.stop()
+    return total_puts, total_deletes
+
+
+def test_kill9_with_commit_to_device_loses_no_acknowledged_write(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat", filesize="64M",
+                        commit_to_device="true")).start()
+    _, deletes = crash_trials(node, seed=7, run_before_kill=0.3, slack=0.0)
+    assert deletes > 0
 
 
 def test_kill9_in_default_mode_loses_nothing_older_than_the_flush_window(nodes, tmp_path):
     # flush-max-ms 200: anything acknowledged more than that (plus slack for
     # the flusher's write) before the kill must survive.
     node = nodes(config(tmp_path / "ns.dat", filesize="64M")).start()
-    rng = random.Random(11)
-    for trial in range(CRASH_TRIALS):
-        with Load(node) as load:
-            time.sleep(0.8 + rng.random())
-            kill_at = time.monotonic()
-            node.kill9()
-        node.start()
-        c = node.client()
-        puts, _ = check_after_crash(c, load, durable_before=kill_at - 0.5)
-        assert puts > 50, f"trial {trial}: load too small ({puts} puts)"
+    crash_trials(node, seed=11, run_before_kill=0.8, slack=0.5)
+
+
+def test_kill9_after_a_large_batch_write_with_commit_to_device(nodes, tmp_path):
+    # 200 rows: answered by a stream job, which waits for durability on its
+    # own thread before sending its chunk.
+    from aerospike_helpers.batch.records import BatchRecords, Write
+    from aerospike_helpers.operations import operations as op
+    node = nodes(config(tmp_path / "ns.dat", commit_to_device="true",
+                        flush_max_ms="60000")).start()
+    c = node.client()
+    rows = [Write(key(f"b{i}"), [op.write("v", i)]) for i in range(200)]
+    result = c.batch_write(BatchRecords(rows))
+    assert result.result == 0
+    assert all(r.result == 0 for r in result.batch_records)
+    # flush-max-ms is a minute: only the commit made these durable.
+    node.kill9()
+    node.start()
+    c = node.client()
+    assert all(c.get(key(f"b{i}"))[2] == {"v": i} for i in range(200))
+
+
+def test_files_are_striped_and_restart_together(nodes, tmp_path):
+    files = [tmp_path / "a.dat", tmp_path / "b.dat"]
+    text = config(files[0], filesize="8M").replace(
+        f"        file {files[0]}\n", f"        file {files[0]}\n        file {files[1]}\n")
+    node = nodes(text).start()
+    c = node.client()
+    for i in range(4000):
+        c.put(key(i), {"i": i, "s": "x" * 200})
+    stats = node.stats()
+    blocks_per_file = (8 * 1024 * 1024 - FILE_HEADER) // BLOCK
+    assert int(stats["device_total_blocks"]) == 2 * blocks_per_file
+    assert stats["storage-engine.file[1]"] == str(files[1])
     node.stop()
+    # Both files hold written blocks (a block header's magic at the start).
+    for path in files:
+        data = path.read_bytes()
+        written = sum(1 for b in range(blocks_per_file)
+                      if data[FILE_HEADER + b * BLOCK:FILE_HEADER + b * BLOCK + 4] == b"\x0c\xb1\x1d\xb0")
+        assert written >= 4, (path, written)
+    node.start()
+    c = node.client()
+    assert int(node.stats()["objects"]) == 4000
+    assert all(c.get(key(i))[2] == {"i": i, "s": "x" * 200} for i in range(4000))
+
+
+def test_truncate_answers_and_survives_restart_via_info(nodes, tmp_path):
+    node = nodes(config(tmp_path / "ns.dat")).start()
+    c = node.client()
+    for i in range(50):
+        c.put((NS, "viainfo", i), {"v": i})
+    assert c.info_random_node(f"truncate:namespace={NS};set=viainfo").strip().endswith("ok")
+    node.stop()
+    node.start()
+    c = node.client()
+    assert all(get_or_none(c, (NS, "viainfo", i)) is None for i in range(50))
 
 
 # --------------------------------------------------------------------------

@@ -185,7 +185,10 @@ fn truncate(node: &Node, command: &InfoCommand<'_>, whole_namespace: bool) -> St
             Err(_) => return format!("ERROR:4:bad lut '{lut}'"),
         },
     };
-    namespace.truncate(set.map(str::as_bytes), before_ms);
+    if let Err(error) = namespace.truncate(set.map(str::as_bytes), before_ms) {
+        // Applied in memory, but it would not survive a restart: say so.
+        return format!("ERROR:1:{error}");
+    }
     tracing::info!(
         namespace = name,
         set = set.unwrap_or(""),

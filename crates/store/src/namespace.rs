@@ -272,12 +272,16 @@ impl Namespace {
     /// updated before `before_ms` (ms since 2010) disappears for clients at
     /// once and is removed by the next sweep. Returns false for an unknown
     /// set (nothing to do).
-    pub fn truncate(&self, set: Option<&[u8]>, before_ms: u64) -> bool {
+    ///
+    /// In a persistent namespace the truncation points are written to
+    /// storage before this returns; an error means the truncation holds
+    /// now but would not survive a restart.
+    pub fn truncate(&self, set: Option<&[u8]>, before_ms: u64) -> Result<bool, String> {
         let known = self.truncate_in_memory(set, before_ms);
         if known {
-            self.persist_truncation();
+            self.persist_truncation()?;
         }
-        known
+        Ok(known)
     }
 
     pub(crate) fn truncate_in_memory(&self, set: Option<&[u8]>, before_ms: u64) -> bool {
@@ -549,19 +553,8 @@ impl<'n> PartitionWriter<'n> {
         let mut wait = None;
         if let Some(device) = &self.namespace.device {
             let set_name = self.namespace.set_name(meta.set_id).unwrap_or_default();
-            let deleted_seq = device.appended() >> 24;
-            let head = EntryHead {
-                kind: format::KIND_TOMBSTONE,
-                ..record_head(digest, &meta)
-            };
-            // The tombstone names the block it is first written to; the
-            // append below goes to that block or a newer one.
-            let placed = device.append(
-                head,
-                set_name.as_bytes(),
-                &deleted_seq.max(1).to_le_bytes(),
-                Purpose::Delete,
-            )?;
+            let placed =
+                device.append_tombstone(record_head(digest, &meta), set_name.as_bytes())?;
             wait = device.commit_wait(placed.position);
         }
         Ok((self.remove(digest), wait))
@@ -642,10 +635,12 @@ pub(crate) fn record_head(digest: &Digest, meta: &RecordMeta) -> EntryHead {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn digest(n: u32) -> Digest {
+    /// A digest spread like a real one, from a number (shared by the
+    /// store's tests).
+    pub(crate) fn digest(n: u32) -> Digest {
         let mut bytes = [0u8; 20];
         bytes[..4].copy_from_slice(&n.to_le_bytes());
         bytes[4..8].copy_from_slice(&n.wrapping_mul(2_654_435_761).to_le_bytes());

@@ -401,19 +401,25 @@ impl Namespace {
     }
 
     /// Writes the truncation points to storage (no-op in memory).
-    pub(crate) fn persist_truncation(&self) {
-        let Some(device) = &self.device else { return };
-        let table = TruncateTable {
-            namespace_lut_ms: self.truncate_lut_ms(),
-            sets: self
-                .sets()
-                .map(|(name, stats)| (name.to_owned(), stats.truncate_lut_ms.load(Relaxed)))
-                .filter(|&(_, lut)| lut > 0)
-                .collect(),
+    pub(crate) fn persist_truncation(&self) -> Result<(), String> {
+        let Some(device) = &self.device else {
+            return Ok(());
         };
-        if let Err(error) = device.write_truncate_table(&table) {
-            tracing::error!(namespace = self.name(), %error, "cannot persist truncation");
-        }
+        // The table is read under the device's table lock, so of two
+        // concurrent truncations the later write holds both.
+        device
+            .write_truncate_table_with(|| TruncateTable {
+                namespace_lut_ms: self.truncate_lut_ms(),
+                sets: self
+                    .sets()
+                    .map(|(name, stats)| (name.to_owned(), stats.truncate_lut_ms.load(Relaxed)))
+                    .filter(|&(_, lut)| lut > 0)
+                    .collect(),
+            })
+            .map_err(|error| {
+                tracing::error!(namespace = self.name(), %error, "cannot persist truncation");
+                format!("cannot persist truncation: {error}")
+            })
     }
 
     /// Starts the flusher and the defragmenter of a persistent namespace.
@@ -627,14 +633,8 @@ mod tests {
     use super::*;
     use crate::device::format::FILE_HEADER_BYTES;
     use crate::device::DeviceConfig;
+    use crate::namespace::tests::digest;
     use crate::record::{self, Bin};
-
-    fn digest(n: u32) -> Digest {
-        let mut bytes = [0u8; 20];
-        bytes[..4].copy_from_slice(&n.to_le_bytes());
-        bytes[4..8].copy_from_slice(&n.wrapping_mul(2_654_435_761).to_le_bytes());
-        Digest(bytes)
-    }
 
     fn config(dir: &std::path::Path) -> NamespaceConfig {
         let mut config = NamespaceConfig::with_name("test");
@@ -712,7 +712,7 @@ mod tests {
             for n in 5_000..5_100 {
                 put(&namespace, n, n, gone);
             }
-            assert!(namespace.truncate(Some(b"gone"), 1_000_000));
+            assert_eq!(namespace.truncate(Some(b"gone"), 1_000_000), Ok(true));
             threads.shutdown();
         }
         let (namespace, threads) = open(dir.path());
@@ -731,6 +731,36 @@ mod tests {
             .find(|(name, _)| *name == "demo")
             .expect("set demo");
         assert_eq!(demo.objects.load(Relaxed), 1_600);
+        threads.shutdown();
+    }
+
+    #[test]
+    fn concurrent_truncations_all_survive_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let names: Vec<String> = (0..8).map(|n| format!("set{n}")).collect();
+        {
+            let (namespace, threads) = open(dir.path());
+            std::thread::scope(|scope| {
+                for name in &names {
+                    let namespace = &namespace;
+                    scope.spawn(move || {
+                        namespace.set_id(name.as_bytes()).expect("set");
+                        for lut in 1..=50u64 {
+                            assert_eq!(namespace.truncate(Some(name.as_bytes()), lut), Ok(true));
+                        }
+                    });
+                }
+            });
+            threads.shutdown();
+        }
+        let (namespace, threads) = open(dir.path());
+        for name in &names {
+            let (_, set) = namespace
+                .sets()
+                .find(|(found, _)| found == name)
+                .expect("set restored from the table");
+            assert_eq!(set.truncate_lut_ms.load(Relaxed), 50, "{name}");
+        }
         threads.shutdown();
     }
 

@@ -529,6 +529,36 @@ impl Device {
         })
     }
 
+    /// Appends a tombstone for a record deleted now. It names the newest
+    /// block that can hold an older version (the one open at this moment),
+    /// read under the same lock as the append.
+    pub fn append_tombstone(
+        &self,
+        head: EntryHead,
+        set_name: &[u8],
+    ) -> Result<Placement, AppendError> {
+        let deleted_seq = {
+            let writer = self.writer.lock();
+            if writer.open {
+                writer.seq
+            } else {
+                writer.next_seq.saturating_sub(1)
+            }
+        };
+        // The caller holds the record's partition lock, so every older
+        // version of it is in this block or an earlier one, even if another
+        // record's append opens a new block before the one below.
+        self.append(
+            EntryHead {
+                kind: format::KIND_TOMBSTONE,
+                ..head
+            },
+            set_name,
+            &deleted_seq.max(1).to_le_bytes(),
+            Purpose::Delete,
+        )
+    }
+
     fn open_next_block(&self, writer: &mut Writer, purpose: Purpose) -> Result<(), AppendError> {
         // Lock order: writer, then queue, then free.
         let mut queue = self.queue.lock();
@@ -940,10 +970,21 @@ impl Device {
 
     /// Persists the truncation table (alternating slots, synced).
     pub fn write_truncate_table(&self, table: &TruncateTable) -> std::io::Result<()> {
+        self.write_truncate_table_with(|| table.clone())
+    }
+
+    /// Persists the table `current` builds, calling it under the table
+    /// lock so concurrent writers cannot overwrite a newer table with an
+    /// older one.
+    pub fn write_truncate_table_with(
+        &self,
+        current: impl FnOnce() -> TruncateTable,
+    ) -> std::io::Result<()> {
         let Some(file) = self.files.first() else {
             return Ok(());
         };
         let mut slot = self.meta_slot.lock();
+        let table = &current();
         let next_slot = 1 - slot.0.min(1);
         let counter = slot.1 + 1;
         let bytes = encode_meta(counter, table)
@@ -1047,9 +1088,9 @@ fn open_file(
             ));
         }
         None => {
-            // A new file (or a blank device): size it and write the header.
+            // A new file (or a blank device): reserve it and write the header.
             if !is_block_device {
-                file.set_len(usable)
+                reserve(&file, usable)
                     .map_err(|e| format!("cannot size {shown} to {usable} bytes: {e}"))?;
             }
             file.write_all_at(&expected.encode(), 0)
@@ -1058,10 +1099,31 @@ fn open_file(
         }
     }
     if !is_block_device && metadata.len() < usable {
-        file.set_len(usable)
+        reserve(&file, usable)
             .map_err(|e| format!("cannot grow {shown} to {usable} bytes: {e}"))?;
     }
     Ok((file, blocks))
+}
+
+/// Sizes a storage file and allocates its blocks on the file system now,
+/// so a full file system is an error at start, not a failed write later
+/// (a sparse file would promise space it may not get). File systems that
+/// cannot preallocate get a sized (sparse) file.
+fn reserve(file: &File, bytes: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let length = libc::off_t::try_from(bytes).map_err(std::io::Error::other)?;
+    #[expect(unsafe_code, reason = "posix_fallocate on our own open file")]
+    // SAFETY: the descriptor is valid for the borrow of `file`;
+    // posix_fallocate reads only its integer arguments.
+    let code = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, length) };
+    match code {
+        0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => {
+            tracing::warn!("file system cannot preallocate; storage file is sparse");
+            file.set_len(bytes)
+        }
+        code => Err(std::io::Error::from_raw_os_error(code)),
+    }
 }
 
 fn encode_meta(counter: u64, table: &TruncateTable) -> Option<Vec<u8>> {
@@ -1228,6 +1290,20 @@ mod tests {
             .expect("tear");
         let (device, _) = Device::open(config(dir.path(), 4), "test").expect("reopen");
         assert_eq!(device.read_truncate_table(), table);
+    }
+
+    #[test]
+    fn a_new_file_is_allocated_not_sparse() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        drop(Device::open(config(dir.path(), 8), "test").expect("open"));
+        let metadata = std::fs::metadata(dir.path().join("ns.dat")).expect("stat");
+        assert_eq!(metadata.len(), FILE_HEADER_BYTES + 8 * 64 * 1024);
+        assert!(
+            metadata.blocks() * 512 >= metadata.len(),
+            "{} blocks",
+            metadata.blocks()
+        );
     }
 
     #[test]
