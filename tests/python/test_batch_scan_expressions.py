@@ -1,9 +1,10 @@
 """Batch, scan/query, truncate and filter expressions through the official
-Python client (issue 5, the parts that have landed: CDT operations are not
-implemented yet)."""
+Python client (issue 5; list and map operations are in test_cdt.py)."""
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 
 import aerospike
@@ -13,6 +14,7 @@ from aerospike_helpers import expressions as exp
 from aerospike_helpers.batch import records as br
 from aerospike_helpers.operations import operations as op
 
+import wire
 from helpers import NS, info_value, wait_for
 
 
@@ -158,6 +160,54 @@ def test_scan_throttled_by_records_per_second(client, fresh_set):
     elapsed = time.monotonic() - started
     assert len(records) == 300
     assert elapsed >= 0.9, f"300 records at 200/s took only {elapsed:.2f}s"
+
+
+SCHED_IDLE = 5
+
+
+def scan_threads(pid):
+    """(tid, scheduling policy) of the server's threads named "scan"."""
+    found = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != "scan":
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                # Field 41 (policy), counted after the ")" closing field 2.
+                found.append((tid, int(f.read().rsplit(")", 1)[1].split()[38])))
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def test_scan_runs_at_idle_priority_and_never_holds_up_writes(server, client, fresh_set):
+    # 3,000 records of 4 KiB: far more than a small socket buffer holds, so a
+    # scan whose client does not read stays stuck in the middle.
+    for i in range(3000):
+        client.put((NS, fresh_set, i), {"b": "x" * 4096})
+    stalled = socket.socket()
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect(("127.0.0.1", server.port))
+    stalled.sendall(wire.as_msg(
+        [wire.field_bytes(wire.FIELD_NAMESPACE, NS.encode()), wire.field_bytes(wire.FIELD_SET, fresh_set.encode())],
+        [], info1=wire.INFO1_READ | wire.INFO1_GET_ALL))
+    try:
+        wait_for(lambda: scan_threads(server.proc.pid), 5, what="a scan thread")
+        # The scan's thread is in SCHED_IDLE: it gets only CPU time nothing
+        # else wants.
+        assert [policy for _, policy in scan_threads(server.proc.pid)] == [SCHED_IDLE]
+        # Writes and reads of the same set go on while the scan is stuck.
+        for i in range(200):
+            client.put((NS, fresh_set, i), {"b": "y"})
+            assert client.get((NS, fresh_set, i))[2] == {"b": "y"}
+    finally:
+        stalled.close()
+    # A client that goes away ends the scan and its thread.
+    wait_for(lambda: not scan_threads(server.proc.pid), 10, what="the scan thread to end")
+    records = client.scan(NS, fresh_set).results()
+    assert len(records) == 3000
+    assert sum(1 for _, _, bins in records if bins == {"b": "y"}) == 200
 
 
 # ---------------------------------------------------------------- truncate

@@ -162,53 +162,75 @@ async fn read_some(stream: &TcpStream, input: &mut BytesMut) -> std::io::Result<
     }
 }
 
-/// Runs a stream job (scan, large batch) on the blocking pool, which also
+/// Runs a stream job (scan, large batch) off the event loop. The job also
 /// writes its chunks to the client through a duplicate of the socket in
 /// blocking mode: the kernel's send work then runs on the job's thread (at
 /// the job's priority) instead of on the event loop. The event loop does not
 /// touch this connection until the job ends; a client that stops reading
 /// for [`STREAM_WRITE_TIMEOUT`] or goes away ends the job with an error, and
 /// the connection is closed.
-async fn stream_job(stream: &mut TcpStream, mut job: Box<dyn StreamJob>) -> std::io::Result<()> {
+///
+/// Foreground jobs (large batches) run on the blocking pool. Background jobs
+/// (scans) get a thread of their own in `SCHED_IDLE`, which ends with the
+/// job: the scheduler runs it only when nothing else on that CPU wants to
+/// run, so a scan takes the CPU time the event loops leave and never the
+/// time they need. (A pool thread could not be handed back: an unprivileged
+/// thread may not leave `SCHED_IDLE`.)
+async fn stream_job(stream: &mut TcpStream, job: Box<dyn StreamJob>) -> std::io::Result<()> {
     let mut socket = std::net::TcpStream::from(stream.as_fd().try_clone_to_owned()?);
     socket.set_nonblocking(false)?;
     socket.set_write_timeout(Some(STREAM_WRITE_TIMEOUT))?;
-    let worker = tokio::task::spawn_blocking(move || {
-        let mut chunk = Vec::with_capacity(CHUNK_BYTES + READ_CHUNK_BYTES);
-        let written = loop {
-            set_thread_nice(if job.is_background() {
-                BACKGROUND_NICE
-            } else {
-                0
-            });
-            chunk.clear();
-            let finished = job.fill(&mut chunk);
-            if let Err(error) = socket.write_all(&chunk) {
-                break Err(error);
-            }
-            if finished {
-                break Ok(());
-            }
-        };
-        set_thread_nice(0);
+    let background = job.is_background();
+    let run = move || {
+        if background {
+            set_thread_idle();
+        }
+        let written = write_stream(job, &mut socket);
         // The duplicate shares the socket's flags: hand it back non-blocking.
         let restored = socket
             .set_write_timeout(None)
             .and_then(|()| socket.set_nonblocking(true));
         written.and(restored)
-    });
-    worker
-        .await
-        .map_err(|_| std::io::Error::other("stream job failed"))?
+    };
+    let failed = || std::io::Error::other("stream job failed");
+    if !background {
+        return tokio::task::spawn_blocking(run)
+            .await
+            .map_err(|_| failed())?;
+    }
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("scan".into())
+        .spawn(move || {
+            // The connection may be gone; then nobody wants the result.
+            let _ = done.send(run());
+        })?;
+    result.await.map_err(|_| failed())?
+}
+
+/// Fills and sends the job's chunks until it finishes or the client fails.
+fn write_stream(
+    mut job: Box<dyn StreamJob>,
+    socket: &mut std::net::TcpStream,
+) -> std::io::Result<()> {
+    let mut chunk = Vec::with_capacity(CHUNK_BYTES + READ_CHUNK_BYTES);
+    loop {
+        chunk.clear();
+        let finished = job.fill(&mut chunk);
+        socket.write_all(&chunk)?;
+        if finished {
+            return Ok(());
+        }
+    }
 }
 
 /// How long a stream job waits for a client that does not read.
 const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Nice value of threads running background jobs (scans). Under CFS a
-/// nice-10 thread gets about a tenth of a core that a nice-0 event loop
-/// also wants, and all of an idle one: scans run at full speed on an idle
-/// node and stay out of the way of foreground traffic on a busy one.
+/// Nice value of the defragmentation thread. Under CFS a nice-10 thread
+/// gets about a tenth of a core that a nice-0 event loop also wants, and
+/// all of an idle one. (Not `SCHED_IDLE` like scans: defragmentation must
+/// keep up with overwrites on a saturated node, or writes stop.)
 pub(crate) const BACKGROUND_NICE: i32 = 10;
 
 /// Sets the calling thread's nice value (Linux: per thread). Best effort.
@@ -216,10 +238,21 @@ pub(crate) fn set_thread_nice(nice: i32) {
     #[expect(unsafe_code, reason = "libc calls on the current thread")]
     // SAFETY: gettid has no preconditions; setpriority only reads its
     // arguments and changes this thread's scheduling weight. Lowering
-    // priority needs no privilege; a failure to raise it back is ignored.
+    // priority needs no privilege.
     unsafe {
         let thread = libc::gettid();
         let _ = libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, nice);
+    }
+}
+
+/// Puts the calling thread in `SCHED_IDLE`. Best effort.
+fn set_thread_idle() {
+    #[expect(unsafe_code, reason = "libc call on the current thread")]
+    // SAFETY: sched_setscheduler(0, ..) changes only the calling thread and
+    // reads only `param`, which lives across the call.
+    unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        let _ = libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
     }
 }
 

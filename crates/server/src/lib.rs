@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 pub fn run(config: Config) -> Result<(), String> {
     let node = Arc::new(Node::new(config)?);
     // Defragmentation is background work: at nice 10 it yields the core to
-    // the event loops when they are busy (as scans do).
+    // the event loops when they are busy.
     let storage = node.store.start_storage(Arc::new(|| {
         connection::set_thread_nice(connection::BACKGROUND_NICE)
     }));
