@@ -4,8 +4,8 @@
 use crate::blob::RecordBlob;
 use crate::device::format::{self, EntryIter, EntryRef};
 use crate::device::{Device, Purpose, TruncateTable};
-use crate::index::RecordMeta;
-use crate::namespace::{record_head, Namespace, NamespaceConfig, PartitionWriter};
+use crate::index::{IndexTable, RecordMeta, SlotAddresses};
+use crate::namespace::{record_head, Namespace, NamespaceConfig, PartitionWriter, SETS_MAX};
 use bolide_types::{now_citrusleaf_seconds, Digest};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -21,6 +21,16 @@ const DEFRAG_BATCH: usize = 64;
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// Threads rebuilding the index at a cold start (one per core, at most).
 const COLD_START_THREADS_MAX: usize = 8;
+/// Blocks whose entries are counted to size the index before a cold start.
+const PRESIZE_SAMPLE_BLOCKS: usize = 4;
+/// How many records ahead a cold start prefetches index slots.
+const PREFETCH_AHEAD: usize = 4;
+/// Bytes of blocks read and decoded per step of a cold start.
+const COLD_START_BATCH_BYTES: usize = 32 << 20;
+
+/// A block read at a cold start: its id and its intact entries (None for
+/// a block skipped whole).
+type DecodedBlock<'b> = (u32, Option<Vec<EntryRef<'b>>>);
 
 /// What a cold start found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,7 +48,8 @@ struct Tally {
     data_bytes: i64,
     /// Net live bytes per block.
     live: Vec<i64>,
-    sets: HashMap<u16, (i64, i64)>,
+    /// (objects, bytes) per set id.
+    sets: Vec<(i64, i64)>,
     last_set: Option<(Vec<u8>, u16)>,
 }
 
@@ -48,7 +59,7 @@ impl Tally {
             objects: 0,
             data_bytes: 0,
             live: vec![0; blocks],
-            sets: HashMap::new(),
+            sets: vec![(0, 0); SETS_MAX + 1],
             last_set: None,
         }
     }
@@ -59,8 +70,11 @@ impl Tally {
         if let Some(live) = self.live.get_mut(block as usize) {
             *live += entry_bytes as i64;
         }
-        if set_id != 0 {
-            let set = self.sets.entry(set_id).or_default();
+        if let Some(set) = self
+            .sets
+            .get_mut(usize::from(set_id))
+            .filter(|_| set_id != 0)
+        {
             set.0 += 1;
             set.1 += record_len as i64;
         }
@@ -73,8 +87,11 @@ impl Tally {
         if let Some(live) = self.live.get_mut(block as usize) {
             *live -= format::record_entry_bytes(set_len, record_len) as i64;
         }
-        if meta.set_id != 0 {
-            let set = self.sets.entry(meta.set_id).or_default();
+        if let Some(set) = self
+            .sets
+            .get_mut(usize::from(meta.set_id))
+            .filter(|_| meta.set_id != 0)
+        {
             set.0 -= 1;
             set.1 -= record_len as i64;
         }
@@ -147,37 +164,31 @@ impl Namespace {
             ..ColdStart::default()
         };
         self.presize(&device, used);
-        // Every thread reads every block in write order and applies the
-        // entries of its share of the partitions: per record, write order
-        // is kept; across records nothing is shared but the set registry.
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, COLD_START_THREADS_MAX);
-        let shares: Vec<(ColdStart, Tally)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|share| {
-                    let device = &device;
-                    scope.spawn(move || {
-                        self.load_share(device, used, share, threads, now, oldest_seq)
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .filter_map(|worker| worker.join().ok())
-                .collect()
-        });
-        if shares.len() != threads {
-            return Err("a cold start thread failed".into());
+        let mut tallies: Vec<Tally> = (0..threads)
+            .map(|_| Tally::new(device.block_count() as usize))
+            .collect();
+        let batch_blocks = (COLD_START_BATCH_BYTES / device.block_size()).max(threads);
+        let mut buffers: Vec<Vec<u8>> = (0..batch_blocks).map(|_| Vec::new()).collect();
+        let mut last_log = Instant::now();
+        for (number, batch) in used.chunks(batch_blocks).enumerate() {
+            if last_log.elapsed() >= PROGRESS_EVERY {
+                last_log = Instant::now();
+                tracing::info!(
+                    namespace = self.name(),
+                    blocks = number * batch_blocks,
+                    of = used.len(),
+                    records = tallies.iter().map(|t| t.objects).sum::<i64>(),
+                    "cold start: reading storage"
+                );
+            }
+            let buffers = buffers.get_mut(..batch.len()).unwrap_or_default();
+            let blocks = self.read_batch(&device, batch, buffers, threads, &mut report)?;
+            self.apply_batch(&blocks, &mut tallies, now, oldest_seq)?;
         }
-        let (shares, tallies): (Vec<ColdStart>, Vec<Tally>) = shares.into_iter().unzip();
         self.merge_tallies(&device, tallies);
-        // Damage is seen (and counted) by every thread alike: take share 0's.
-        if let Some(first) = shares.first() {
-            report.blocks = first.blocks;
-            report.corrupt_entries = first.corrupt_entries;
-            report.bad_blocks += first.bad_blocks;
-        }
         device.finish_cold_start()?;
         report.records = self.stats.objects.load(Relaxed).max(0) as u64;
         report.millis = started.elapsed().as_millis() as u64;
@@ -204,18 +215,37 @@ impl Namespace {
     }
 
     /// Sizes every partition's table for the records a cold start will
-    /// bring, estimated from the newest block's entry count (growing 1.3x
-    /// at a time would rehash each record about three times). Dead entries
-    /// make this an overestimate; the tables shrink again at the end.
+    /// bring, estimated from the fullest of the newest few blocks (the
+    /// newest alone may be a partly filled one) times the blocks in use:
+    /// growing 1.3x at a time would rehash each record about three times.
+    /// Dead entries make this an overestimate; the tables shrink again at
+    /// the end.
     fn presize(&self, device: &Device, used: &[u32]) {
-        let Some(&sample) = used.last() else { return };
         let mut buf = Vec::new();
-        if device.read_block(sample, &mut buf).is_err() {
+        let per_block = used
+            .iter()
+            .rev()
+            .take(PRESIZE_SAMPLE_BLOCKS)
+            .filter_map(|&block| {
+                device.read_block(block, &mut buf).ok()?;
+                Some(EntryIter::new(&buf, device.block_seq(block)).count())
+            })
+            .max()
+            .unwrap_or(0);
+        let estimate = per_block.saturating_mul(used.len());
+        if estimate == 0 {
             return;
         }
-        let per_block = EntryIter::new(&buf, device.block_seq(sample)).count();
-        let estimate = per_block.saturating_mul(used.len());
-        let per_partition = estimate / self.partitions.len().max(1) + 1;
+        tracing::info!(
+            namespace = self.name(),
+            records = estimate,
+            "cold start: index sized for the records the blocks can hold"
+        );
+        // Partitions get the mean plus room for the spread of a binomial
+        // draw (4 standard deviations), so almost none has to grow (rehash)
+        // near the end of the load.
+        let mean = estimate / self.partitions.len().max(1);
+        let per_partition = mean + 4 * mean.isqrt() + 1;
         // Bounded: never more than the blocks could hold at 64 bytes each.
         let bound =
             used.len().saturating_mul(device.block_size() / 64) / self.partitions.len().max(1);
@@ -227,72 +257,159 @@ impl Namespace {
         }
     }
 
-    /// Loads the entries of partitions `p` with `p % shares == share`.
-    fn load_share(
+    /// Reads and decodes one batch of blocks, the blocks split between
+    /// `threads` threads: each block is read and checksummed once. A block
+    /// that cannot be read or has changed since the scan of headers comes
+    /// back as `None`.
+    fn read_batch<'b>(
         &self,
         device: &Device,
-        used: &[u32],
-        share: usize,
-        shares: usize,
+        batch: &[u32],
+        buffers: &'b mut [Vec<u8>],
+        threads: usize,
+        report: &mut ColdStart,
+    ) -> Result<Vec<DecodedBlock<'b>>, String> {
+        let share = batch.len().div_ceil(threads).max(1);
+        type Decoded<'b> = (Option<Vec<EntryRef<'b>>>, u64);
+        let parts: Vec<Vec<Decoded<'b>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = batch
+                .chunks(share)
+                .zip(buffers.chunks_mut(share))
+                .map(|(ids, buffers)| {
+                    scope.spawn(move || {
+                        ids.iter()
+                            .zip(buffers)
+                            .map(|(&block, buf)| self.read_entries(device, block, buf))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .filter_map(|worker| worker.join().ok())
+                .collect()
+        });
+        if parts.len() != batch.len().div_ceil(share) {
+            return Err("a cold start thread failed".into());
+        }
+        let mut blocks = Vec::with_capacity(batch.len());
+        for (&block, (entries, corrupt)) in batch.iter().zip(parts.into_iter().flatten()) {
+            match entries {
+                Some(_) => report.blocks += 1,
+                None => report.bad_blocks += 1,
+            }
+            report.corrupt_entries += corrupt;
+            blocks.push((block, entries));
+        }
+        Ok(blocks)
+    }
+
+    /// Reads one block and decodes its intact entries; returns them (None
+    /// for a block skipped whole) and the count of damaged entries.
+    fn read_entries<'b>(
+        &self,
+        device: &Device,
+        block: u32,
+        buf: &'b mut Vec<u8>,
+    ) -> (Option<Vec<EntryRef<'b>>>, u64) {
+        let seq = device.block_seq(block);
+        if let Err(error) = device.read_block(block, buf) {
+            tracing::warn!(namespace = self.name(), block, %error, "cold start: block unreadable, skipped");
+            return (None, 0);
+        }
+        let buf: &'b Vec<u8> = buf;
+        if format::read_block_header(buf) != Some(seq) {
+            tracing::warn!(
+                namespace = self.name(),
+                block,
+                "cold start: block header changed, skipped"
+            );
+            return (None, 0);
+        }
+        let mut iter = EntryIter::new(buf, seq);
+        let entries: Vec<EntryRef<'b>> = iter.by_ref().collect();
+        if iter.corrupt > 0 {
+            tracing::warn!(
+                namespace = self.name(),
+                block,
+                damaged = iter.corrupt,
+                "cold start: damaged entries skipped"
+            );
+        }
+        (Some(entries), iter.corrupt)
+    }
+
+    /// Applies a decoded batch in write order, the partitions split between
+    /// the threads (partition `p` goes to tally `p % threads`), so each
+    /// record's versions are applied by one thread in the order written.
+    fn apply_batch(
+        &self,
+        blocks: &[DecodedBlock<'_>],
+        tallies: &mut [Tally],
         now: u32,
         oldest_seq: u64,
-    ) -> (ColdStart, Tally) {
-        let mut report = ColdStart::default();
-        let mut tally = Tally::new(device.block_count() as usize);
-        let mut buf = Vec::new();
-        let mut last_log = Instant::now();
-        let speaks = share == 0;
-        for (done, &block) in used.iter().enumerate() {
-            if speaks && last_log.elapsed() >= PROGRESS_EVERY {
-                last_log = Instant::now();
-                tracing::info!(
-                    namespace = self.name(),
-                    blocks = done,
-                    of = used.len(),
-                    records = self.stats.objects.load(Relaxed),
-                    "cold start: reading storage"
-                );
-            }
-            let seq = device.block_seq(block);
-            if let Err(error) = device.read_block(block, &mut buf) {
-                if speaks {
-                    tracing::warn!(namespace = self.name(), block, %error, "cold start: block unreadable, skipped");
+    ) -> Result<(), String> {
+        let shares = tallies.len();
+        let applied = std::thread::scope(|scope| {
+            let workers: Vec<_> = tallies
+                .iter_mut()
+                .enumerate()
+                .map(|(share, tally)| {
+                    scope.spawn(move || {
+                        self.apply_share(blocks, share, shares, tally, now, oldest_seq);
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| worker.join().is_ok())
+                .filter(|&ok| ok)
+                .count()
+        });
+        if applied != shares {
+            return Err("a cold start thread failed".into());
+        }
+        Ok(())
+    }
+
+    /// One thread's part of [`Namespace::apply_batch`]: its entries in
+    /// block order (so the block buffers are read sequentially). Inserts
+    /// miss the cache on every slot array, so while one record goes in, the
+    /// partition and index slots of the record [`PREFETCH_AHEAD`] further
+    /// on are prefetched (from the slot addresses seen when that partition
+    /// was last locked), overlapping the misses of several records.
+    fn apply_share(
+        &self,
+        blocks: &[DecodedBlock<'_>],
+        share: usize,
+        shares: usize,
+        tally: &mut Tally,
+        now: u32,
+        oldest_seq: u64,
+    ) {
+        let mine: Vec<(u32, &EntryRef<'_>)> = blocks
+            .iter()
+            .flat_map(|(block, entries)| entries.iter().flatten().map(move |e| (*block, e)))
+            .filter(|(_, entry)| entry.head.digest.partition_id().index() % shares == share)
+            .collect();
+        let mut addresses: Vec<Option<SlotAddresses>> = vec![None; self.partitions.len()];
+        for (i, &(block, entry)) in mine.iter().enumerate() {
+            if let Some((_, ahead)) = mine.get(i + PREFETCH_AHEAD) {
+                let digest = &ahead.head.digest;
+                if let Some(Some(slots)) = addresses.get(digest.partition_id().index()) {
+                    slots.prefetch(digest);
                 }
-                report.bad_blocks += 1;
+            }
+            let p = entry.head.digest.partition_id().index();
+            let Some(partition) = self.partitions.get(p) else {
                 continue;
-            }
-            let buf = buf.as_slice();
-            if format::read_block_header(buf) != Some(seq) {
-                if speaks {
-                    tracing::warn!(
-                        namespace = self.name(),
-                        block,
-                        "cold start: block header changed, skipped"
-                    );
-                }
-                report.bad_blocks += 1;
-                continue;
-            }
-            report.blocks += 1;
-            let mut entries = EntryIter::new(buf, seq);
-            for entry in entries.by_ref() {
-                if entry.head.digest.partition_id().index() % shares == share {
-                    self.load_entry(block, &entry, now, oldest_seq, &mut tally);
-                }
-            }
-            if entries.corrupt > 0 {
-                if speaks {
-                    tracing::warn!(
-                        namespace = self.name(),
-                        block,
-                        damaged = entries.corrupt,
-                        "cold start: damaged entries skipped"
-                    );
-                }
-                report.corrupt_entries += entries.corrupt;
+            };
+            let mut table = partition.table.write();
+            self.load_entry(&mut table, block, entry, now, oldest_seq, tally);
+            if let Some(slots) = addresses.get_mut(p) {
+                *slots = Some(table.slot_addresses());
             }
         }
-        (report, tally)
     }
 
     /// Applies one entry read back from storage. Entries arrive in write
@@ -301,6 +418,7 @@ impl Namespace {
     /// would bounce between the loading threads on every record).
     fn load_entry(
         &self,
+        table: &mut IndexTable,
         block: u32,
         entry: &EntryRef<'_>,
         now: u32,
@@ -308,7 +426,6 @@ impl Namespace {
         tally: &mut Tally,
     ) {
         let digest = entry.head.digest;
-        let mut table = self.partition(&digest).table.write();
         match entry.head.kind {
             format::KIND_RECORD => {
                 let set_id = match &tally.last_set {
@@ -372,10 +489,12 @@ impl Namespace {
             self.stats
                 .data_used_bytes
                 .fetch_add(tally.data_bytes, Relaxed);
-            for (set, (objects, bytes)) in tally.sets {
-                let sum = sets.entry(set).or_default();
-                sum.0 += objects;
-                sum.1 += bytes;
+            for (set, (objects, bytes)) in tally.sets.into_iter().enumerate() {
+                if objects != 0 || bytes != 0 {
+                    let sum = sets.entry(set as u16).or_default();
+                    sum.0 += objects;
+                    sum.1 += bytes;
+                }
             }
         }
         for (block, bytes) in live.into_iter().enumerate() {
