@@ -201,7 +201,8 @@ def main():
 
     quiet, busy, totals = update_tps(args)
     base = statistics.median(quiet)
-    print(f"update TPS without scan: median {base:,.0f} ({len(quiet)} one-second samples)")
+    print(f"update TPS without scan: median {base:,.0f}, min {min(quiet):,} = {min(quiet) / base:.0%} of the median"
+          f" ({len(quiet)} one-second samples)")
     print(f"update TPS during {totals['scans']} full scans ({totals['records']:,} records in {totals['seconds']:.1f}s,"
           f" {totals['records'] / totals['seconds']:,.0f} records/s): median {statistics.median(busy):,.0f},"
           f" min {min(busy):,} = {statistics.median(busy) / base:.0%} / {min(busy) / base:.0%} of the median"
