@@ -2,8 +2,8 @@
 
 use super::value::{self, List, Number, Particle};
 use super::{
-    build_result, check_return_type, invert, multi_range, rank_order, relative_range, single_index,
-    Args, Call, LevelOutcome, Selection, View, PAD_MAX,
+    multi_range, rank_order, remove_positions, select_and_build, select_shared, single_index, Args,
+    Call, LevelOutcome, Selection, Shared, View, PAD_MAX,
 };
 use bolide_types::ResultCode;
 use std::borrow::Cow;
@@ -197,7 +197,7 @@ fn run<'a>(
                 value::int_particle(picked.len() as i64)
             };
             if call.code != code::GET_RANGE {
-                remove_positions(list, &picked);
+                remove_positions(&mut list.items, &picked);
             }
             Ok(Some(result))
         }
@@ -218,79 +218,39 @@ fn select_op(
     args: &Args<'_>,
     remove: bool,
 ) -> Result<Option<Particle>, ResultCode> {
-    let return_type = u64::try_from(args.int(0)?).map_err(|_| ResultCode::Parameter)?;
-    check_return_type(return_type)?;
     let (positions, result) = {
         let view = View::list(list.items.iter().map(|item| item.as_ref()).collect());
-        let mut selection = select(&view, get_code, args)?;
-        invert(&view, &mut selection, return_type)?;
-        let result = build_result(&view, &selection, return_type)?;
-        (selection.positions, result)
+        select_and_build(&view, args, |view| select(view, get_code, args))?
     };
     if remove {
-        remove_positions(list, &positions);
+        remove_positions(&mut list.items, &positions);
     }
     Ok(result)
 }
 
 /// The elements a get-by op names.
 pub fn select(view: &View<'_>, get_code: u64, args: &Args<'_>) -> Result<Selection, ResultCode> {
-    let n = view.len();
-    let single = |positions: Vec<usize>| Selection {
-        positions,
-        by_rank: false,
-        multi: false,
-    };
-    let multi = |positions: Vec<usize>, by_rank: bool| Selection {
-        positions,
-        by_rank,
-        multi: true,
-    };
-    Ok(match get_code {
+    let shared = match get_code {
         code::GET_BY_INDEX => {
-            let position = single_index(args.int(1)?, n).ok_or(ResultCode::OpNotApplicable)?;
-            single(vec![position])
-        }
-        code::GET_BY_RANK => {
-            let rank = single_index(args.int(1)?, n).ok_or(ResultCode::OpNotApplicable)?;
-            let order = view.rank_order()?;
-            single(order.get(rank).copied().into_iter().collect())
-        }
-        code::GET_BY_VALUE | code::GET_ALL_BY_VALUE => {
-            let target = args.payload(1)?;
-            let found = view.equal_to_any(false, &[target])?;
-            if get_code == code::GET_BY_VALUE {
-                single(found)
-            } else {
-                multi(found, false)
-            }
+            let position =
+                single_index(args.int(1)?, view.len()).ok_or(ResultCode::OpNotApplicable)?;
+            return Ok(Selection::single(vec![position]));
         }
         code::GET_ALL_BY_VALUE_LIST => {
             let targets = List::parse(args.payload(1)?).map_err(|_| ResultCode::Parameter)?;
             let targets: Vec<&[u8]> = targets.items.iter().map(|item| item.as_ref()).collect();
-            multi(view.equal_to_any(false, &targets)?, false)
+            return Ok(Selection::multi(view.equal_to_any(false, &targets)?, false));
         }
-        code::GET_BY_INDEX_RANGE => {
-            let (start, count) = multi_range(args.int(1)?, args.count_or_all(2)?, n);
-            multi(View::slice(&view.index_order()?, start, count), false)
-        }
-        code::GET_BY_VALUE_INTERVAL => {
-            let start = args.payload(1)?;
-            let end = args.get(2).filter(|end| !is_nil(end));
-            multi(view.in_interval(false, start, end)?, false)
-        }
-        code::GET_BY_RANK_RANGE => {
-            let (start, count) = multi_range(args.int(1)?, args.count_or_all(2)?, n);
-            multi(View::slice(&view.rank_order()?, start, count), true)
-        }
-        code::GET_BY_VALUE_REL_RANK_RANGE => {
-            let anchor = view.count_below(false, args.payload(1)?)?;
-            let (rank, count) = relative_range(args.int(2)?, args.count_or_all(3)?, anchor);
-            let (start, count) = multi_range(rank, count, n);
-            multi(View::slice(&view.rank_order()?, start, count), true)
-        }
+        code::GET_BY_RANK => Shared::ByRank,
+        code::GET_BY_VALUE => Shared::ByValue,
+        code::GET_ALL_BY_VALUE => Shared::AllByValue,
+        code::GET_BY_INDEX_RANGE => Shared::IndexRange,
+        code::GET_BY_VALUE_INTERVAL => Shared::ValueInterval,
+        code::GET_BY_RANK_RANGE => Shared::RankRange,
+        code::GET_BY_VALUE_REL_RANK_RANGE => Shared::ValueRelRankRange,
         _ => return Err(ResultCode::Parameter),
-    })
+    };
+    select_shared(view, shared, args)
 }
 
 pub fn is_nil(bytes: &[u8]) -> bool {
@@ -327,12 +287,7 @@ fn payload_values(payload: &[u8], is_items: bool) -> Result<Vec<&[u8]>, ResultCo
 }
 
 fn contains(items: &[Cow<'_, [u8]>], target: &[u8]) -> Result<bool, ResultCode> {
-    for item in items {
-        if value::compare(item, target)? == Ordering::Equal {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    Ok(value::position_of(items.iter().map(|item| item.as_ref()), target)?.is_some())
 }
 
 /// Appends (`index` None) or inserts values under the write flags.
@@ -487,19 +442,7 @@ fn increment(list: &mut List<'_>, args: &Args<'_>) -> Result<Option<Particle>, R
         Some(item) => Some(value::number(item).ok_or(ResultCode::Parameter)?),
         None => None,
     };
-    let sum = match (current, delta) {
-        (None, delta) => delta,
-        (Some(Number::Int(base)), Number::Int(delta)) => Number::Int(base.wrapping_add(delta)),
-        (Some(Number::Int(base)), Number::Float(delta)) => {
-            Number::Int(base.wrapping_add(delta as i64))
-        }
-        (Some(Number::Float(base)), Number::Int(delta)) => Number::Float(base + delta as f64),
-        (Some(Number::Float(base)), Number::Float(delta)) => Number::Float(base + delta),
-    };
-    let bytes = match sum {
-        Number::Int(value) => value::int_bytes(value),
-        Number::Float(value) => value::float_bytes(value),
-    };
+    let bytes = Number::incremented(current, delta);
     let result = value::to_particle(&bytes);
     if list.is_ordered() {
         if position >= n {
@@ -543,22 +486,4 @@ fn sort_items(
         .collect();
     list.items = sorted;
     Ok(())
-}
-
-fn remove_positions(list: &mut List<'_>, positions: &[usize]) {
-    if positions.is_empty() {
-        return;
-    }
-    let mut remove = vec![false; list.items.len()];
-    for &position in positions {
-        if let Some(slot) = remove.get_mut(position) {
-            *slot = true;
-        }
-    }
-    let mut i = 0;
-    list.items.retain(|_| {
-        let keep = !remove.get(i).copied().unwrap_or(false);
-        i += 1;
-        keep
-    });
 }

@@ -2,8 +2,8 @@
 
 use super::value::{self, List, Map, Number, Particle};
 use super::{
-    build_result, check_return_type, invert, multi_range, rank_order, relative_range, single_index,
-    Args, Call, LevelOutcome, Selection, View,
+    multi_range, rank_order, relative_range, remove_positions, select_and_build, select_shared,
+    single_index, Args, Call, LevelOutcome, Selection, Shared, View,
 };
 use bolide_types::ResultCode;
 use bolide_wire::msgpack::{Item, Reader};
@@ -191,12 +191,7 @@ pub fn check_key(key: &[u8]) -> Result<(), ResultCode> {
 }
 
 fn find_key(map: &Map<'_>, key: &[u8]) -> Result<Option<usize>, ResultCode> {
-    for (i, (existing, _)) in map.pairs.iter().enumerate() {
-        if value::compare(existing, key)? == Ordering::Equal {
-            return Ok(Some(i));
-        }
-    }
-    Ok(None)
+    value::position_of(map.pairs.iter().map(|(existing, _)| existing.as_ref()), key)
 }
 
 /// Adds a pair, at its key's place in a key-ordered map, else at the end.
@@ -283,19 +278,7 @@ fn increment(
         Some((_, item)) => Some(value::number(item).ok_or(ResultCode::Parameter)?),
         None => None,
     };
-    let sum = match (current, delta) {
-        (None, delta) => delta,
-        (Some(Number::Int(base)), Number::Int(delta)) => Number::Int(base.wrapping_add(delta)),
-        (Some(Number::Int(base)), Number::Float(delta)) => {
-            Number::Int(base.wrapping_add(delta as i64))
-        }
-        (Some(Number::Float(base)), Number::Int(delta)) => Number::Float(base + delta as f64),
-        (Some(Number::Float(base)), Number::Float(delta)) => Number::Float(base + delta),
-    };
-    let bytes = match sum {
-        Number::Int(value) => value::int_bytes(value),
-        Number::Float(value) => value::float_bytes(value),
-    };
+    let bytes = Number::incremented(current, delta);
     let result = value::to_particle(&bytes);
     match existing.and_then(|i| map.pairs.get_mut(i)) {
         Some(pair) => pair.1 = Cow::Owned(bytes),
@@ -321,31 +304,15 @@ fn select_op(
     args: &Args<'_>,
     remove: bool,
 ) -> Result<Option<Particle>, ResultCode> {
-    let return_type = u64::try_from(args.int(0)?).map_err(|_| ResultCode::Parameter)?;
-    check_return_type(return_type)?;
     let (positions, result) = {
         let view = View::map(
             map.pairs.iter().map(|(k, _)| k.as_ref()).collect(),
             map.pairs.iter().map(|(_, v)| v.as_ref()).collect(),
         );
-        let mut selection = select(&view, get_code, args)?;
-        invert(&view, &mut selection, return_type)?;
-        let result = build_result(&view, &selection, return_type)?;
-        (selection.positions, result)
+        select_and_build(&view, args, |view| select(view, get_code, args))?
     };
-    if remove && !positions.is_empty() {
-        let mut drop = vec![false; map.pairs.len()];
-        for position in positions {
-            if let Some(slot) = drop.get_mut(position) {
-                *slot = true;
-            }
-        }
-        let mut i = 0;
-        map.pairs.retain(|_| {
-            let keep = !drop.get(i).copied().unwrap_or(false);
-            i += 1;
-            keep
-        });
+    if remove {
+        remove_positions(&mut map.pairs, &positions);
     }
     Ok(result)
 }
@@ -364,63 +331,52 @@ fn payload_list(bytes: &[u8]) -> Result<Vec<&[u8]>, ResultCode> {
 
 fn select(view: &View<'_>, get_code: u64, args: &Args<'_>) -> Result<Selection, ResultCode> {
     let n = view.len();
-    let single = |positions: Vec<usize>| Selection {
-        positions,
-        by_rank: false,
-        multi: false,
-    };
-    let multi = |positions: Vec<usize>, by_rank: bool| Selection {
-        positions,
-        by_rank,
-        multi: true,
-    };
     let end = |i: usize| args.get(i).filter(|end| !super::list::is_nil(end));
-    Ok(match get_code {
-        code::GET_BY_KEY => single(view.equal_to_any(true, &[args.payload(1)?])?),
-        code::GET_BY_VALUE => single(view.equal_to_any(false, &[args.payload(1)?])?),
-        code::GET_ALL_BY_VALUE => multi(view.equal_to_any(false, &[args.payload(1)?])?, false),
+    let shared = match get_code {
+        code::GET_BY_KEY => {
+            return Ok(Selection::single(
+                view.equal_to_any(true, &[args.payload(1)?])?,
+            ))
+        }
         code::GET_BY_INDEX => {
             let index = single_index(args.int(1)?, n).ok_or(ResultCode::OpNotApplicable)?;
-            single(View::slice(&view.index_order()?, index, 1))
+            return Ok(Selection::single(View::slice(
+                &view.index_order()?,
+                index,
+                1,
+            )));
         }
-        code::GET_BY_RANK => {
-            let rank = single_index(args.int(1)?, n).ok_or(ResultCode::OpNotApplicable)?;
-            single(View::slice(&view.rank_order()?, rank, 1))
+        code::GET_BY_KEY_LIST => {
+            let keys = payload_list(args.payload(1)?)?;
+            return Ok(Selection::multi(view.equal_to_any(true, &keys)?, false));
         }
-        code::GET_BY_KEY_LIST => multi(
-            view.equal_to_any(true, &payload_list(args.payload(1)?)?)?,
-            false,
-        ),
-        code::GET_BY_VALUE_LIST => multi(
-            view.equal_to_any(false, &payload_list(args.payload(1)?)?)?,
-            false,
-        ),
+        code::GET_BY_VALUE_LIST => {
+            let values = payload_list(args.payload(1)?)?;
+            return Ok(Selection::multi(view.equal_to_any(false, &values)?, false));
+        }
         code::GET_BY_KEY_INTERVAL => {
-            multi(view.in_interval(true, args.payload(1)?, end(2))?, false)
-        }
-        code::GET_BY_VALUE_INTERVAL => {
-            multi(view.in_interval(false, args.payload(1)?, end(2))?, false)
-        }
-        code::GET_BY_INDEX_RANGE => {
-            let (start, count) = multi_range(args.int(1)?, args.count_or_all(2)?, n);
-            multi(View::slice(&view.index_order()?, start, count), false)
-        }
-        code::GET_BY_RANK_RANGE => {
-            let (start, count) = multi_range(args.int(1)?, args.count_or_all(2)?, n);
-            multi(View::slice(&view.rank_order()?, start, count), true)
+            return Ok(Selection::multi(
+                view.in_interval(true, args.payload(1)?, end(2))?,
+                false,
+            ))
         }
         code::GET_BY_KEY_REL_INDEX_RANGE => {
             let anchor = view.count_below(true, args.payload(1)?)?;
             let (index, count) = relative_range(args.int(2)?, args.count_or_all(3)?, anchor);
             let (start, count) = multi_range(index, count, n);
-            multi(View::slice(&view.index_order()?, start, count), false)
+            return Ok(Selection::multi(
+                View::slice(&view.index_order()?, start, count),
+                false,
+            ));
         }
-        code::GET_BY_VALUE_REL_RANK_RANGE => {
-            let anchor = view.count_below(false, args.payload(1)?)?;
-            let (rank, count) = relative_range(args.int(2)?, args.count_or_all(3)?, anchor);
-            let (start, count) = multi_range(rank, count, n);
-            multi(View::slice(&view.rank_order()?, start, count), true)
-        }
+        code::GET_BY_VALUE => Shared::ByValue,
+        code::GET_ALL_BY_VALUE => Shared::AllByValue,
+        code::GET_BY_RANK => Shared::ByRank,
+        code::GET_BY_VALUE_INTERVAL => Shared::ValueInterval,
+        code::GET_BY_INDEX_RANGE => Shared::IndexRange,
+        code::GET_BY_RANK_RANGE => Shared::RankRange,
+        code::GET_BY_VALUE_REL_RANK_RANGE => Shared::ValueRelRankRange,
         _ => return Err(ResultCode::Parameter),
-    })
+    };
+    select_shared(view, shared, args)
 }

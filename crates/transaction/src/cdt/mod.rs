@@ -351,16 +351,7 @@ fn list_child<'l>(
             let order = rank_order(&items)?;
             *order.get(rank).ok_or(ResultCode::OpNotApplicable)?
         }
-        ctx::VALUE => {
-            let mut found = None;
-            for (i, item) in items.iter().enumerate() {
-                if value::compare(item, selector)? == Ordering::Equal {
-                    found = Some(i);
-                    break;
-                }
-            }
-            found.ok_or(ResultCode::OpNotApplicable)?
-        }
+        ctx::VALUE => value::position_of(items, selector)?.ok_or(ResultCode::OpNotApplicable)?,
         _ => return Err(ResultCode::OpNotApplicable),
     };
     let child = list.items.get(position).map(|item| item.as_ref());
@@ -389,33 +380,16 @@ fn map_child<'m>(
             let order = View::map(keys.clone(), values.clone()).rank_order()?;
             *order.get(rank).ok_or(ResultCode::OpNotApplicable)?
         }
-        ctx::KEY => {
-            let mut found = None;
-            for (i, key) in keys.iter().enumerate() {
-                if value::compare(key, selector)? == Ordering::Equal {
-                    found = Some(i);
-                    break;
-                }
+        ctx::KEY => match value::position_of(keys.iter().copied(), selector)? {
+            Some(i) => i,
+            None if allow_create => {
+                map::check_key(selector)?;
+                return Ok((None, None));
             }
-            match found {
-                Some(i) => i,
-                None if allow_create => {
-                    map::check_key(selector)?;
-                    return Ok((None, None));
-                }
-                None => return Err(ResultCode::OpNotApplicable),
-            }
-        }
-        ctx::VALUE => {
-            let mut found = None;
-            for (i, item) in values.iter().enumerate() {
-                if value::compare(item, selector)? == Ordering::Equal {
-                    found = Some(i);
-                    break;
-                }
-            }
-            found.ok_or(ResultCode::OpNotApplicable)?
-        }
+            None => return Err(ResultCode::OpNotApplicable),
+        },
+        ctx::VALUE => value::position_of(values.iter().copied(), selector)?
+            .ok_or(ResultCode::OpNotApplicable)?,
         _ => return Err(ResultCode::OpNotApplicable),
     };
     Ok((Some(position), values.get(position).copied()))
@@ -431,8 +405,12 @@ fn int_of(bytes: &[u8]) -> Result<i64, ResultCode> {
 
 /// Positions of `items` sorted by value (stable).
 pub fn rank_order(items: &[&[u8]]) -> Result<Vec<usize>, ResultCode> {
+    sorted_by_value((0..items.len()).collect(), items)
+}
+
+/// Sorts `order` (positions into `items`) by the items' values, stably.
+fn sorted_by_value(mut order: Vec<usize>, items: &[&[u8]]) -> Result<Vec<usize>, ResultCode> {
     let mut failed = false;
-    let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by(|&a, &b| match (items.get(a), items.get(b)) {
         (Some(x), Some(y)) => value::compare(x, y).unwrap_or_else(|_| {
             failed = true;
@@ -548,22 +526,7 @@ impl<'v> View<'v> {
 
     /// Positions in value order (ties in index order).
     pub fn rank_order(&self) -> Result<Vec<usize>, ResultCode> {
-        let by_index = self.index_order()?;
-        let mut failed = false;
-        let mut order = by_index;
-        let values = &self.values;
-        order.sort_by(|&a, &b| match (values.get(a), values.get(b)) {
-            (Some(x), Some(y)) => value::compare(x, y).unwrap_or_else(|_| {
-                failed = true;
-                Ordering::Equal
-            }),
-            _ => Ordering::Equal,
-        });
-        if failed {
-            Err(ResultCode::Parameter)
-        } else {
-            Ok(order)
-        }
+        sorted_by_value(self.index_order()?, &self.values)
     }
 
     /// Inverse of an order: the index (or rank) of each position.
@@ -648,6 +611,111 @@ pub struct Selection {
     pub by_rank: bool,
     /// One element expected (results are scalars, not lists).
     pub multi: bool,
+}
+
+impl Selection {
+    /// One element expected (a scalar result).
+    pub fn single(positions: Vec<usize>) -> Selection {
+        Selection {
+            positions,
+            by_rank: false,
+            multi: false,
+        }
+    }
+
+    /// Any number of elements (a list result).
+    pub fn multi(positions: Vec<usize>, by_rank: bool) -> Selection {
+        Selection {
+            positions,
+            by_rank,
+            multi: true,
+        }
+    }
+}
+
+/// The get-by ops lists and maps share, with the same arguments: `args`
+/// are (return type, index or rank or value, count or interval end…).
+pub fn select_shared(
+    view: &View<'_>,
+    op: Shared,
+    args: &Args<'_>,
+) -> Result<Selection, ResultCode> {
+    let n = view.len();
+    Ok(match op {
+        Shared::ByRank => {
+            let rank = single_index(args.int(1)?, n).ok_or(ResultCode::OpNotApplicable)?;
+            Selection::single(View::slice(&view.rank_order()?, rank, 1))
+        }
+        Shared::ByValue => Selection::single(view.equal_to_any(false, &[args.payload(1)?])?),
+        Shared::AllByValue => {
+            Selection::multi(view.equal_to_any(false, &[args.payload(1)?])?, false)
+        }
+        Shared::ValueInterval => {
+            let end = args.get(2).filter(|end| !list::is_nil(end));
+            Selection::multi(view.in_interval(false, args.payload(1)?, end)?, false)
+        }
+        Shared::IndexRange => {
+            let (start, count) = multi_range(args.int(1)?, args.count_or_all(2)?, n);
+            Selection::multi(View::slice(&view.index_order()?, start, count), false)
+        }
+        Shared::RankRange => {
+            let (start, count) = multi_range(args.int(1)?, args.count_or_all(2)?, n);
+            Selection::multi(View::slice(&view.rank_order()?, start, count), true)
+        }
+        Shared::ValueRelRankRange => {
+            let anchor = view.count_below(false, args.payload(1)?)?;
+            let (rank, count) = relative_range(args.int(2)?, args.count_or_all(3)?, anchor);
+            let (start, count) = multi_range(rank, count, n);
+            Selection::multi(View::slice(&view.rank_order()?, start, count), true)
+        }
+    })
+}
+
+/// Get-by ops that lists and maps both have (with their own op codes).
+#[derive(Clone, Copy, Debug)]
+pub enum Shared {
+    ByRank,
+    ByValue,
+    AllByValue,
+    ValueInterval,
+    IndexRange,
+    RankRange,
+    ValueRelRankRange,
+}
+
+/// The common part of a get-by or remove-by op: reads and checks the
+/// return type (`args[0]`), selects, applies the inverted flag and builds
+/// the result. Returns the selected positions (for a remove) and the result.
+pub fn select_and_build(
+    view: &View<'_>,
+    args: &Args<'_>,
+    select: impl FnOnce(&View<'_>) -> Result<Selection, ResultCode>,
+) -> Result<(Vec<usize>, Option<Particle>), ResultCode> {
+    let return_type = u64::try_from(args.int(0)?).map_err(|_| ResultCode::Parameter)?;
+    check_return_type(return_type)?;
+    let mut selection = select(view)?;
+    invert(view, &mut selection, return_type)?;
+    let result = build_result(view, &selection, return_type)?;
+    Ok((selection.positions, result))
+}
+
+/// Removes the elements at `positions` (any order, duplicates allowed).
+pub fn remove_positions<T>(items: &mut Vec<T>, positions: &[usize]) {
+    if positions.is_empty() {
+        return;
+    }
+    let mut remove = vec![false; items.len()];
+    for &position in positions {
+        if let Some(slot) = remove.get_mut(position) {
+            *slot = true;
+        }
+    }
+    let mut i = 0;
+    items.retain(|_| {
+        let keep = !remove.get(i).copied().unwrap_or(false);
+        i += 1;
+        keep
+    });
 }
 
 /// Applies the inverted flag: the complement, in stored order.

@@ -433,6 +433,42 @@ pub enum Number {
     Float(f64),
 }
 
+impl Number {
+    /// `current + delta` as the element an increment stores: an integer
+    /// stays an integer (a double delta is truncated and integer overflow
+    /// wraps, as the server does), a double stays a double; with no current
+    /// element the delta itself.
+    pub fn incremented(current: Option<Number>, delta: Number) -> Vec<u8> {
+        let sum = match (current, delta) {
+            (None, delta) => delta,
+            (Some(Number::Int(base)), Number::Int(delta)) => Number::Int(base.wrapping_add(delta)),
+            (Some(Number::Int(base)), Number::Float(delta)) => {
+                Number::Int(base.wrapping_add(delta as i64))
+            }
+            (Some(Number::Float(base)), Number::Int(delta)) => Number::Float(base + delta as f64),
+            (Some(Number::Float(base)), Number::Float(delta)) => Number::Float(base + delta),
+        };
+        match sum {
+            Number::Int(value) => int_bytes(value),
+            Number::Float(value) => float_bytes(value),
+        }
+    }
+}
+
+/// Position of the first element equal to `target` in the server's value
+/// order.
+pub fn position_of<'x>(
+    items: impl IntoIterator<Item = &'x [u8]>,
+    target: &[u8],
+) -> Result<Option<usize>, ResultCode> {
+    for (i, item) in items.into_iter().enumerate() {
+        if compare(item, target)? == Ordering::Equal {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
 pub fn number(bytes: &[u8]) -> Option<Number> {
     match Reader::new(bytes).item() {
         Ok(Item::Int(value)) => Some(Number::Int(value)),
