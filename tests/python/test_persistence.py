@@ -184,6 +184,31 @@ def test_writes_after_restart_continue_the_log(nodes, tmp_path):
         assert int(node.stats()["objects"]) == 500
 
 
+def test_cold_start_sizes_the_index_for_every_record(nodes, tmp_path):
+    # After a restart the log continues in a fresh block, so five more
+    # records leave the newest block almost empty. The index must still be
+    # sized for all records (estimated from the fullest recent block), not
+    # for five per block, which would make the tables grow and rehash
+    # through the whole load.
+    node = nodes(config(tmp_path / "ns.dat")).start()
+    c = node.client()
+    for i in range(2400):
+        c.put(key(i), {"p": "x" * 100})
+    node.stop()
+    node.start()
+    c = node.client()
+    for i in range(2400, 2405):
+        c.put(key(i), {"p": "y"})
+    node.stop()
+    node.start()
+    sized = re.findall(r"index sized for the records the blocks can hold.*?records=(\d+)", node.log())
+    assert sized, node.log()[-2000:]
+    assert int(sized[-1]) >= 2405, f"index sized for {sized[-1]} of 2405 records"
+    assert int(node.stats()["objects"]) == 2405
+    c = node.client()
+    assert c.get(key(2404))[2] == {"p": "y"} and c.get(key(0))[2] == {"p": "x" * 100}
+
+
 def test_expired_records_do_not_come_back(nodes, tmp_path):
     node = nodes(config(tmp_path / "ns.dat")).start()
     c = node.client()
