@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 
 import aerospike
@@ -181,17 +182,34 @@ def scan_threads(pid):
     return found
 
 
+FIELD_RECORDS_PER_SECOND = 10
+
+
+def raw_scan(port, set_name, records_per_second=0):
+    """Starts a scan of `set_name` on a raw socket (small receive buffer)
+    and returns the socket; the caller reads it, or not."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    fields = [wire.field_bytes(wire.FIELD_NAMESPACE, NS.encode()), wire.field_bytes(wire.FIELD_SET, set_name.encode())]
+    if records_per_second:
+        fields.append(wire.field_bytes(FIELD_RECORDS_PER_SECOND, records_per_second.to_bytes(4, "big")))
+    sock.sendall(wire.as_msg(fields, [], info1=wire.INFO1_READ | wire.INFO1_GET_ALL))
+    return sock
+
+
+def stalled_scan(port, set_name):
+    """A raw scan whose client never reads: it stays stuck once the socket
+    buffers are full (the set must hold several MB)."""
+    return raw_scan(port, set_name)
+
+
 def test_scan_runs_at_idle_priority_and_never_holds_up_writes(server, client, fresh_set):
     # 3,000 records of 4 KiB: far more than a small socket buffer holds, so a
     # scan whose client does not read stays stuck in the middle.
     for i in range(3000):
         client.put((NS, fresh_set, i), {"b": "x" * 4096})
-    stalled = socket.socket()
-    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    stalled.connect(("127.0.0.1", server.port))
-    stalled.sendall(wire.as_msg(
-        [wire.field_bytes(wire.FIELD_NAMESPACE, NS.encode()), wire.field_bytes(wire.FIELD_SET, fresh_set.encode())],
-        [], info1=wire.INFO1_READ | wire.INFO1_GET_ALL))
+    stalled = stalled_scan(server.port, fresh_set)
     try:
         wait_for(lambda: scan_threads(server.proc.pid), 5, what="a scan thread")
         # The scan's thread is in SCHED_IDLE: it gets only CPU time nothing
@@ -208,6 +226,54 @@ def test_scan_runs_at_idle_priority_and_never_holds_up_writes(server, client, fr
     records = client.scan(NS, fresh_set).results()
     assert len(records) == 3000
     assert sum(1 for _, _, bins in records if bins == {"b": "y"}) == 200
+
+
+SCAN_THREADS_MAX = 128
+
+
+def test_concurrent_scans_beyond_the_limit_wait_their_turn(server, client, fresh_set):
+    # More long scans (one record a second) than the limit: only
+    # SCAN_THREADS_MAX get a thread, the rest wait; as clients leave,
+    # waiting scans start.
+    for i in range(600):
+        client.put((NS, fresh_set, i), {"b": "x"})
+    pid = server.proc.pid
+    scans = [raw_scan(server.port, fresh_set, records_per_second=1) for _ in range(SCAN_THREADS_MAX + 12)]
+    try:
+        wait_for(lambda: len(scan_threads(pid)) == SCAN_THREADS_MAX, 20, what="the scan limit to fill")
+        time.sleep(0.5)
+        assert len(scan_threads(pid)) == SCAN_THREADS_MAX
+        client.put((NS, fresh_set, "during"), {"b": "ok"})
+        assert client.get((NS, fresh_set, "during"))[2] == {"b": "ok"}
+        for sock in scans[:20]:
+            sock.close()
+        # The 12 waiting scans start in the freed places: 128 - 20 + 12.
+        wait_for(lambda: len(scan_threads(pid)) == SCAN_THREADS_MAX - 8, 20, what="waiting scans to start")
+    finally:
+        for sock in scans:
+            sock.close()
+    wait_for(lambda: not scan_threads(pid), 20, what="every scan thread to end")
+    assert len(client.scan(NS, fresh_set).results()) == 601
+
+
+def test_a_throttled_scan_streams_records_as_they_fall_due(server, client, fresh_set):
+    # 20 small records at 5 per second: the first arrive at once, not when
+    # a whole chunk (or the scan) is done, and the whole scan takes ~4 s.
+    for i in range(20):
+        client.put((NS, fresh_set, i), {"b": i})
+    sock = raw_scan(server.port, fresh_set, records_per_second=5)
+    sock.settimeout(10)
+    started = time.monotonic()
+    first = wire.read_response(sock)
+    first_at = time.monotonic() - started
+    assert first.result_code == 0 and first.n_ops == 1, first
+    assert first_at < 1.5, f"first record after {first_at:.2f}s"
+    sock.close()
+    # The client API sees every record, at the rate asked for.
+    started = time.monotonic()
+    records = client.scan(NS, fresh_set).results(policy={"records_per_second": 5})
+    assert len(records) == 20
+    assert time.monotonic() - started >= 3.0
 
 
 # ---------------------------------------------------------------- truncate

@@ -198,10 +198,15 @@ async fn stream_job(stream: &mut TcpStream, job: Box<dyn StreamJob>) -> std::io:
             .await
             .map_err(|_| failed())?;
     }
+    // At most SCAN_THREADS_MAX scans run at once; more wait their turn here
+    // (as they did for the blocking pool), so many scan connections cannot
+    // make a thread and a chunk buffer each.
+    let permit = SCAN_THREADS.acquire().await.map_err(|_| failed())?;
     let (done, result) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("scan".into())
         .spawn(move || {
+            let _permit = permit;
             // The connection may be gone; then nobody wants the result.
             let _ = done.send(run());
         })?;
@@ -223,6 +228,11 @@ fn write_stream(
         }
     }
 }
+
+/// Scans running at once, per process (Aerospike's `query-threads-limit`
+/// default); further scans wait for one to end.
+pub const SCAN_THREADS_MAX: usize = 128;
+static SCAN_THREADS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(SCAN_THREADS_MAX);
 
 /// How long a stream job waits for a client that does not read.
 const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(30);

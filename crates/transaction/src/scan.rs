@@ -172,15 +172,22 @@ impl StreamJob for ScanJob {
 
     fn fill(&mut self, out: &mut Vec<u8>) -> bool {
         let frame = begin_frame(out);
+        let sent_before = self.records_sent;
         while self.next < self.partitions.len()
             && !self.limit_reached()
             && out.len() - frame < CHUNK_BYTES
         {
+            // A throttled scan sends what it has before it waits, so its
+            // client gets records as they are due (not a chunk at a time)
+            // and a client that left is noticed at the next send.
+            if self.records_sent > sent_before && self.ahead_of_rate() {
+                break;
+            }
+            self.throttle();
             if let Some(&(pid, resume)) = self.partitions.get(self.next) {
                 self.scan_partition(pid, resume, out);
             }
             self.next += 1;
-            self.throttle();
         }
         let finished = self.next >= self.partitions.len() || self.limit_reached();
         if finished {
@@ -271,16 +278,29 @@ impl ScanJob {
         }
     }
 
-    /// Sleeps as needed to keep to records-per-second.
-    fn throttle(&self) {
+    /// How long until the records sent so far are due at records-per-second
+    /// (zero when unthrottled or behind).
+    fn wait_for_rate(&self) -> Duration {
         if self.records_per_second == 0 {
-            return;
+            return Duration::ZERO;
         }
         let due =
             Duration::from_secs_f64(self.records_sent as f64 / f64::from(self.records_per_second));
-        let elapsed = self.started.elapsed();
-        if due > elapsed {
-            std::thread::sleep((due - elapsed).min(Duration::from_secs(1)));
+        due.saturating_sub(self.started.elapsed())
+    }
+
+    fn ahead_of_rate(&self) -> bool {
+        !self.wait_for_rate().is_zero()
+    }
+
+    /// Sleeps until the records sent so far are due at records-per-second.
+    fn throttle(&self) {
+        loop {
+            let wait = self.wait_for_rate();
+            if wait.is_zero() {
+                return;
+            }
+            std::thread::sleep(wait.min(Duration::from_secs(1)));
         }
     }
 }
