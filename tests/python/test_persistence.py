@@ -129,9 +129,12 @@ def get_or_none(client, k):
 # --------------------------------------------------------------------------
 # Restarts
 # --------------------------------------------------------------------------
-@pytest.mark.parametrize("engine", ["device", "memory"])
-def test_clean_restart_keeps_records_deletes_generations_and_ttls(nodes, tmp_path, engine):
-    node = nodes(config(tmp_path / "ns.dat", engine=engine)).start()
+@pytest.mark.parametrize("engine, data_in_memory", [
+    ("device", None), ("device", "true"), ("memory", None)])
+def test_clean_restart_keeps_records_deletes_generations_and_ttls(
+        nodes, tmp_path, engine, data_in_memory):
+    node = nodes(config(tmp_path / "ns.dat", engine=engine,
+                        data_in_memory=data_in_memory)).start()
     c = node.client()
     values = {}
     for i in range(3000):
@@ -169,6 +172,71 @@ def test_clean_restart_keeps_records_deletes_generations_and_ttls(nodes, tmp_pat
     stored_keys = {k[2] for k, _, _ in c.query(NS, SET).results() if k[2] is not None}
     assert stored_keys == {"sendkey"}
     assert re.search(r"cold start done .*records=", node.log()), node.log()
+
+
+@pytest.mark.parametrize("data_in_memory", ["false", "true"])
+def test_data_on_the_device_or_in_memory_reads_back_from_every_stage(
+        nodes, tmp_path, data_in_memory):
+    # A long flush interval: the newest records are only in the open block
+    # or in sealed blocks, older ones only in the file (page cache).
+    node = nodes(config(tmp_path / "ns.dat", flush_max_ms="60000",
+                        data_in_memory=data_in_memory)).start()
+    c = node.client()
+    for i in range(3000):
+        c.put(key(i), {"i": i, "s": f"{i:06d}" * 30})
+        if i % 97 == 0:
+            # Read back at once (the open block) and an older one.
+            assert c.get(key(i))[2] == {"i": i, "s": f"{i:06d}" * 30}
+            assert c.get(key(i // 2))[2]["i"] == i // 2
+    for i in range(0, 3000, 3):
+        c.operate(key(i), [{"op": aerospike.OPERATOR_INCR, "bin": "i", "val": 1}])
+    for i in range(3000):
+        want = i + 1 if i % 3 == 0 else i
+        assert c.get(key(i))[2] == {"i": want, "s": f"{i:06d}" * 30}, i
+    scanned = sorted(b["s"] for _, _, b in c.query(NS, SET).results())
+    assert scanned == sorted(f"{i:06d}" * 30 for i in range(3000))
+    stats = node.stats()
+    assert stats["storage-engine.data-in-memory"] == data_in_memory
+    index, data = int(stats["index_used_bytes"]), int(stats["data_used_bytes"])
+    assert data > 3000 * 180, stats
+    if data_in_memory == "true":
+        assert int(stats["memory_used_bytes"]) == index + data
+    else:
+        # Only the index is in memory.
+        assert int(stats["memory_used_bytes"]) == index
+    node.stop()
+    node.start()
+    c = node.client()
+    for i in range(0, 3000, 7):
+        want = i + 1 if i % 3 == 0 else i
+        assert c.get(key(i))[2] == {"i": want, "s": f"{i:06d}" * 30}, i
+
+
+def test_a_record_damaged_on_a_running_node_answers_an_error_not_garbage(nodes, tmp_path):
+    path = tmp_path / "ns.dat"
+    node = nodes(config(path, flush_max_ms="50")).start()
+    c = node.client()
+    for i in range(2000):
+        c.put(key(i), {"s": f"<{i:06d}>" * 20})
+    victim = 10
+    marker = f"<{victim:06d}>".encode()
+    # The victim's block was sealed long ago; wait until it is in the file.
+    wait_for(lambda: marker in path.read_bytes(), timeout=10, what="the record in the file")
+    with open(path, "r+b") as f:
+        at = path.read_bytes().index(marker)
+        f.seek(at + 3)
+        f.write(b"X")
+    with pytest.raises(ex.ServerError) as error:
+        c.get(key(victim))
+    assert error.value.code == 1, error.value
+    assert "record damaged on the device" in node.log()
+    # Every other record reads back intact.
+    for i in range(2000):
+        if i != victim:
+            assert c.get(key(i))[2] == {"s": f"<{i:06d}>" * 20}, i
+    # Writing the record anew replaces the damaged version.
+    c.put(key(victim), {"s": "fresh"}, policy={"exists": aerospike.POLICY_EXISTS_REPLACE})
+    assert c.get(key(victim))[2] == {"s": "fresh"}
 
 
 def test_writes_after_restart_continue_the_log(nodes, tmp_path):
@@ -506,10 +574,11 @@ def test_a_damaged_block_header_skips_only_that_block(nodes, tmp_path):
 # --------------------------------------------------------------------------
 # Defragmentation and a full device
 # --------------------------------------------------------------------------
-def test_defrag_reclaims_space_under_overwrites(nodes, tmp_path):
+@pytest.mark.parametrize("data_in_memory", ["false", "true"])
+def test_defrag_reclaims_space_under_overwrites(nodes, tmp_path, data_in_memory):
     # 4 MiB of blocks; write 15x that in overwrites of 300 keys.
-    node = nodes(config(tmp_path / "ns.dat", filesize="4M",
-                        defrag_sleep="0", flush_max_ms="50")).start()
+    node = nodes(config(tmp_path / "ns.dat", filesize="4M", defrag_sleep="0",
+                        flush_max_ms="50", data_in_memory=data_in_memory)).start()
     c = node.client()
     payload = "d" * 1000
     total = 0

@@ -568,10 +568,8 @@ fn storage_engine(
             (StorageEngine::Device, "evict-used-pct") => {
                 config.evict_used_percent = directive.percent()?
             }
-            // Records are always kept in memory too; the directive is
-            // accepted for compatibility.
             (StorageEngine::Device, "data-in-memory") => {
-                let _ = directive.boolean()?;
+                device.data_in_memory = directive.boolean()?
             }
             (StorageEngine::Memory, "data-size") => config.memory_size_bytes = directive.size()?,
             (StorageEngine::Memory, "stop-writes-used-pct") => {
@@ -582,6 +580,10 @@ fn storage_engine(
             }
             _ => return Err(directive.error(format!("unknown directive in {context} context"))),
         }
+    }
+    if engine == StorageEngine::Memory {
+        // Persistence files behind a memory namespace: the data is in memory.
+        device.data_in_memory = true;
     }
     if device.files.is_empty() {
         if engine == StorageEngine::Device {

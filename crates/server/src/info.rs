@@ -374,7 +374,8 @@ fn device_info(text: &mut String, device: &bolide_store::device::Device) {
          cold_start_damaged_entries={};cold_start_bad_blocks={};\
          storage-engine.filesize={};storage-engine.write-block-size={};storage-engine.flush-max-ms={};\
          storage-engine.commit-to-device={};storage-engine.defrag-lwm-pct={};storage-engine.defrag-sleep={};\
-         storage-engine.min-avail-pct={};storage-engine.max-used-pct={};storage-engine.max-write-cache={}",
+         storage-engine.min-avail-pct={};storage-engine.max-used-pct={};storage-engine.max-write-cache={};\
+         storage-engine.data-in-memory={}",
         device.total_bytes(),
         device.used_pct(),
         100 - device.used_pct().min(100),
@@ -405,6 +406,7 @@ fn device_info(text: &mut String, device: &bolide_store::device::Device) {
         config.min_avail_pct,
         config.max_used_pct,
         config.max_write_cache,
+        config.data_in_memory,
     );
     for (index, path) in config.files.iter().enumerate() {
         let _ = write!(text, ";storage-engine.file[{index}]={}", path.display());

@@ -19,7 +19,16 @@
 //!                      [u8; 4]    void time (LE), seconds since 2010-01-01, 0 = never
 //!                      [u8; 8]    stamp (LE): last-update ms (low 48 bits) | set id << 48
 //!          records[i]  8 bytes    thin pointer to the record's bytes
+//!                                 (only when the data is in memory)
+//!          locations[i] u32       persistent namespaces: the storage block
+//!                                 of the current version
+//!          extents[i]  [u32; 2]   data on the device only: the entry's
+//!                                 offset in its block and padded size
 //! ```
+//!
+//! So a slot costs 43 bytes in memory, 47 with the data in memory and
+//! persisted, and 47 with the data on the device only (no pointer, but
+//! location and extent).
 
 use crate::blob::RecordBlob;
 use bolide_types::Digest;
@@ -58,6 +67,72 @@ impl RecordMeta {
     fn stamp(&self) -> u64 {
         (self.last_update_ms & LAST_UPDATE_MASK) | (u64::from(self.set_id) << 48)
     }
+}
+
+/// Where a record's current version is in storage, when its data lives on
+/// the device only: the entry's offset in its block and its padded size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extent {
+    pub offset: u32,
+    pub bytes: u32,
+}
+
+/// A record's data as a table holds it.
+#[derive(Debug)]
+pub enum Data {
+    /// The record's bytes, in memory.
+    InMemory(RecordBlob),
+    /// Only on the device (the block is the slot's location).
+    OnDevice(Extent),
+}
+
+impl Data {
+    /// Bytes the data accounts for: the record's length in memory, the
+    /// entry's padded size on the device.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            Data::InMemory(blob) => blob.len(),
+            Data::OnDevice(extent) => extent.bytes as usize,
+        }
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A borrowed view of a slot's data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored<'t> {
+    /// The record's bytes.
+    InMemory(&'t [u8]),
+    /// The entry of the current version in storage block `block`.
+    OnDevice { block: u32, extent: Extent },
+}
+
+impl<'t> Stored<'t> {
+    /// The bytes if they are in memory.
+    #[inline]
+    pub fn in_memory(&self) -> Option<&'t [u8]> {
+        match *self {
+            Stored::InMemory(bytes) => Some(bytes),
+            Stored::OnDevice { .. } => None,
+        }
+    }
+}
+
+/// What a table keeps per slot besides digest and metadata.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// The record's bytes (an in-memory namespace).
+    #[default]
+    Memory,
+    /// The record's bytes and its storage block (data in memory, persisted).
+    Persisted,
+    /// The storage block and extent only (data on the device).
+    Device,
 }
 
 /// Digest and metadata of one slot, as bytes: alignment 1, no padding.
@@ -106,11 +181,14 @@ impl SlotEntry {
 pub struct IndexTable {
     tags: Vec<u8>,
     entries: Vec<SlotEntry>,
+    /// Data in memory only (empty otherwise, costing nothing).
     records: Vec<Option<RecordBlob>>,
     /// Persistent namespaces only: the storage block holding each slot's
-    /// current version (empty otherwise, costing nothing).
+    /// current version.
     locations: Vec<u32>,
-    tracks_locations: bool,
+    /// Data on the device only: offset and size of each slot's entry.
+    extents: Vec<Extent>,
+    layout: Layout,
     len: usize,
 }
 
@@ -123,6 +201,7 @@ pub struct SlotAddresses {
     entries: *const u8,
     records: *const u8,
     locations: *const u32,
+    extents: *const u8,
     capacity: usize,
 }
 
@@ -140,12 +219,20 @@ impl SlotAddresses {
             self.entries
                 .wrapping_add(home * std::mem::size_of::<SlotEntry>()),
         );
-        prefetch_line(
-            self.records
-                .wrapping_add(home * std::mem::size_of::<Option<RecordBlob>>()),
-        );
+        if !self.records.is_null() {
+            prefetch_line(
+                self.records
+                    .wrapping_add(home * std::mem::size_of::<Option<RecordBlob>>()),
+            );
+        }
         if !self.locations.is_null() {
             prefetch_line(self.locations.wrapping_add(home).cast());
+        }
+        if !self.extents.is_null() {
+            prefetch_line(
+                self.extents
+                    .wrapping_add(home * std::mem::size_of::<Extent>()),
+            );
         }
     }
 }
@@ -155,7 +242,7 @@ impl SlotAddresses {
 pub struct Entry<'t> {
     pub digest: &'t [u8; 20],
     pub meta: RecordMeta,
-    pub record: &'t [u8],
+    pub record: Stored<'t>,
 }
 
 impl IndexTable {
@@ -165,16 +252,32 @@ impl IndexTable {
 
     /// A table that also records each record's storage block.
     pub fn with_locations() -> IndexTable {
+        IndexTable::with_layout(Layout::Persisted)
+    }
+
+    pub fn with_layout(layout: Layout) -> IndexTable {
         IndexTable {
-            tracks_locations: true,
+            layout,
             ..IndexTable::default()
         }
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     /// Index bytes per slot of this table.
     #[inline]
     fn slot_bytes(&self) -> usize {
-        SLOT_BYTES + if self.tracks_locations { 4 } else { 0 }
+        match self.layout {
+            Layout::Memory => SLOT_BYTES,
+            Layout::Persisted => SLOT_BYTES + 4,
+            Layout::Device => {
+                SLOT_BYTES - std::mem::size_of::<Option<RecordBlob>>()
+                    + 4
+                    + std::mem::size_of::<Extent>()
+            }
+        }
     }
 
     /// Records in the table.
@@ -216,19 +319,27 @@ impl IndexTable {
         meta: RecordMeta,
         record: RecordBlob,
     ) -> Option<(RecordMeta, RecordBlob)> {
-        self.upsert_at(digest, meta, record, 0)
-            .map(|(meta, blob, _)| (meta, blob))
+        match self.upsert_at(digest, meta, Data::InMemory(record), 0) {
+            Some((meta, Data::InMemory(blob), _)) => Some((meta, blob)),
+            _ => None,
+        }
     }
 
     /// [`IndexTable::upsert`] recording the storage block of the new
-    /// version; also returns the old version's block.
+    /// version; also returns the old version's block. The data must suit
+    /// the table's layout (bytes for memory layouts, an extent for the
+    /// device layout).
     pub fn upsert_at(
         &mut self,
         digest: &Digest,
         meta: RecordMeta,
-        record: RecordBlob,
+        data: Data,
         location: u32,
-    ) -> Option<(RecordMeta, RecordBlob, u32)> {
+    ) -> Option<(RecordMeta, Data, u32)> {
+        debug_assert_eq!(
+            matches!(data, Data::OnDevice(_)),
+            self.layout == Layout::Device
+        );
         if let Some(slot) = self.find(digest) {
             let entry = self.entries.get_mut(slot)?;
             let old_meta = entry.meta();
@@ -237,15 +348,15 @@ impl IndexTable {
                 Some(l) => std::mem::replace(l, location),
                 None => 0,
             };
-            let old = self.records.get_mut(slot).and_then(|r| r.replace(record));
-            return old.map(|blob| (old_meta, blob, old_location));
+            let old = self.replace_data(slot, data);
+            return old.map(|data| (old_meta, data, old_location));
         }
         if (self.len + 1) * 100 > self.capacity() * LOAD_MAX_PERCENT {
             let grown = (self.capacity() * GROWTH_NUMERATOR / GROWTH_DENOMINATOR).max(CAPACITY_MIN);
             self.resize(grown.max(self.capacity() + 1));
         }
         let slot = self.vacant_slot_for(digest);
-        self.fill(slot, SlotEntry::new(digest, meta), record, location);
+        self.fill(slot, SlotEntry::new(digest, meta), data, location);
         self.len += 1;
         assert!(self.len <= self.capacity());
         None
@@ -267,31 +378,31 @@ impl IndexTable {
 
     /// Removes a record, returning its metadata and bytes.
     pub fn remove(&mut self, digest: &Digest) -> Option<(RecordMeta, RecordBlob)> {
-        self.remove_at(digest).map(|(meta, blob, _)| (meta, blob))
+        match self.remove_at(digest) {
+            Some((meta, Data::InMemory(blob), _)) => Some((meta, blob)),
+            _ => None,
+        }
     }
 
-    /// Removes a record, returning its metadata, bytes and storage block.
-    pub fn remove_at(&mut self, digest: &Digest) -> Option<(RecordMeta, RecordBlob, u32)> {
+    /// Removes a record, returning its metadata, data and storage block.
+    pub fn remove_at(&mut self, digest: &Digest) -> Option<(RecordMeta, Data, u32)> {
         let slot = self.find(digest)?;
         let meta = self.entries.get(slot)?.meta();
-        let record = self.records.get_mut(slot).and_then(Option::take);
+        let record = self.take_data(slot);
         let location = self.locations.get(slot).copied().unwrap_or(0);
         self.vacate(slot);
         self.len -= 1;
         if self.len == 0 {
             // An empty partition holds no index memory at all.
-            *self = IndexTable {
-                tracks_locations: self.tracks_locations,
-                ..IndexTable::default()
-            };
-            return record.map(|blob| (meta, blob, location));
+            *self = IndexTable::with_layout(self.layout);
+            return record.map(|data| (meta, data, location));
         }
         if self.capacity() > CAPACITY_MIN * 2 && self.len * 100 < self.capacity() * LOAD_MIN_PERCENT
         {
             let target = (self.len * 100 / 70).max(CAPACITY_MIN);
             self.resize(target);
         }
-        record.map(|blob| (meta, blob, location))
+        record.map(|data| (meta, data, location))
     }
 
     /// Grows the table once so that `records` fit under the growth mark
@@ -322,11 +433,20 @@ impl IndexTable {
         SlotAddresses {
             tags: self.tags.as_ptr(),
             entries: self.entries.as_ptr().cast(),
-            records: self.records.as_ptr().cast(),
+            records: if self.records.is_empty() {
+                std::ptr::null()
+            } else {
+                self.records.as_ptr().cast()
+            },
             locations: if self.locations.is_empty() {
                 std::ptr::null()
             } else {
                 self.locations.as_ptr()
+            },
+            extents: if self.extents.is_empty() {
+                std::ptr::null()
+            } else {
+                self.extents.as_ptr().cast()
             },
             capacity: self.capacity(),
         }
@@ -338,12 +458,16 @@ impl IndexTable {
         self.locations.get(slot).copied()
     }
 
-    /// Moves a record's current version to another storage block.
-    pub fn set_location(&mut self, digest: &Digest, location: u32) -> bool {
-        match self
-            .find(digest)
-            .and_then(|slot| self.locations.get_mut(slot))
-        {
+    /// Moves a record's current version to another storage block (and,
+    /// with the data on the device, to `extent` in it).
+    pub fn set_location(&mut self, digest: &Digest, location: u32, extent: Extent) -> bool {
+        let Some(slot) = self.find(digest) else {
+            return false;
+        };
+        if let Some(e) = self.extents.get_mut(slot) {
+            *e = extent;
+        }
+        match self.locations.get_mut(slot) {
             Some(l) => {
                 *l = location;
                 true
@@ -433,7 +557,7 @@ impl IndexTable {
         slot
     }
 
-    fn fill(&mut self, slot: usize, entry: SlotEntry, record: RecordBlob, location: u32) {
+    fn fill(&mut self, slot: usize, entry: SlotEntry, data: Data, location: u32) {
         assert!(self.tags.get(slot) == Some(&0), "filling an occupied slot");
         if let Some(t) = self.tags.get_mut(slot) {
             *t = Self::tag(Digest(entry.digest).hash_bits());
@@ -441,11 +565,38 @@ impl IndexTable {
         if let Some(e) = self.entries.get_mut(slot) {
             *e = entry;
         }
-        if let Some(r) = self.records.get_mut(slot) {
-            *r = Some(record);
-        }
+        self.replace_data(slot, data);
         if let Some(l) = self.locations.get_mut(slot) {
             *l = location;
+        }
+    }
+
+    /// Puts `data` into `slot`, returning what was there.
+    fn replace_data(&mut self, slot: usize, data: Data) -> Option<Data> {
+        match data {
+            Data::InMemory(blob) => self
+                .records
+                .get_mut(slot)
+                .and_then(|r| r.replace(blob))
+                .map(Data::InMemory),
+            Data::OnDevice(extent) => {
+                let e = self.extents.get_mut(slot)?;
+                let old = std::mem::replace(e, extent);
+                (old.bytes != 0).then_some(Data::OnDevice(old))
+            }
+        }
+    }
+
+    /// Takes the data out of `slot`.
+    fn take_data(&mut self, slot: usize) -> Option<Data> {
+        if self.layout == Layout::Device {
+            let extent = std::mem::take(self.extents.get_mut(slot)?);
+            (extent.bytes != 0).then_some(Data::OnDevice(extent))
+        } else {
+            self.records
+                .get_mut(slot)
+                .and_then(Option::take)
+                .map(Data::InMemory)
         }
     }
 
@@ -476,9 +627,16 @@ impl IndexTable {
             if !stays {
                 self.tags.swap(next, hole);
                 self.entries.swap(next, hole);
-                self.records.swap(next, hole);
-                if self.tracks_locations {
-                    self.locations.swap(next, hole);
+                match self.layout {
+                    Layout::Memory => self.records.swap(next, hole),
+                    Layout::Persisted => {
+                        self.records.swap(next, hole);
+                        self.locations.swap(next, hole);
+                    }
+                    Layout::Device => {
+                        self.locations.swap(next, hole);
+                        self.extents.swap(next, hole);
+                    }
                 }
                 hole = next;
             }
@@ -493,10 +651,15 @@ impl IndexTable {
         let old = std::mem::take(self);
         self.tags = vec![0; capacity];
         self.entries = vec![SlotEntry::default(); capacity];
-        self.records = std::iter::repeat_with(|| None).take(capacity).collect();
-        self.tracks_locations = old.tracks_locations;
-        if self.tracks_locations {
+        self.layout = old.layout;
+        if self.layout != Layout::Device {
+            self.records = std::iter::repeat_with(|| None).take(capacity).collect();
+        }
+        if self.layout != Layout::Memory {
             self.locations = vec![0; capacity];
+        }
+        if self.layout == Layout::Device {
+            self.extents = vec![Extent::default(); capacity];
         }
         self.len = old.len;
         let IndexTable {
@@ -504,17 +667,26 @@ impl IndexTable {
             entries,
             records,
             locations,
+            extents,
             ..
         } = old;
+        let mut records = records.into_iter();
         let mut locations = locations.into_iter();
-        for ((tag, entry), record) in tags.into_iter().zip(entries).zip(records) {
+        let mut extents = extents.into_iter();
+        for (tag, entry) in tags.into_iter().zip(entries) {
+            let record = records.next().flatten();
             let location = locations.next().unwrap_or(0);
+            let extent = extents.next();
             if tag == 0 {
                 continue;
             }
-            let Some(record) = record else { continue };
+            let data = match (record, extent) {
+                (Some(blob), _) => Data::InMemory(blob),
+                (None, Some(extent)) => Data::OnDevice(extent),
+                (None, None) => continue,
+            };
             let slot = self.vacant_slot_for(&Digest(entry.digest));
-            self.fill(slot, entry, record, location);
+            self.fill(slot, entry, data, location);
         }
     }
 
@@ -523,14 +695,22 @@ impl IndexTable {
     #[inline]
     fn entry(&self, slot: usize) -> Option<Entry<'_>> {
         let entry = self.entries.get(slot)?;
+        let record = match self.layout {
+            Layout::Device => Stored::OnDevice {
+                block: self.locations.get(slot).copied().unwrap_or(0),
+                extent: self.extents.get(slot).copied().unwrap_or_default(),
+            },
+            _ => Stored::InMemory(
+                self.records
+                    .get(slot)
+                    .and_then(Option::as_ref)
+                    .map_or(&[], RecordBlob::as_bytes),
+            ),
+        };
         Some(Entry {
             digest: &entry.digest,
             meta: entry.meta(),
-            record: self
-                .records
-                .get(slot)
-                .and_then(Option::as_ref)
-                .map_or(&[], RecordBlob::as_bytes),
+            record,
         })
     }
 }
@@ -585,7 +765,12 @@ mod tests {
         for n in 0..1000 {
             let slots = table.slot_addresses();
             slots.prefetch(&digest(n)); // a hint: must change nothing
-            table.upsert_at(&digest(n), meta(1), RecordBlob::new(b"v"), n as u32);
+            table.upsert_at(
+                &digest(n),
+                meta(1),
+                Data::InMemory(RecordBlob::new(b"v")),
+                n as u32,
+            );
         }
         assert_eq!(table.capacity(), reserved, "grew although reserved");
         // Within a growth step of the right size: left alone.
@@ -603,7 +788,10 @@ mod tests {
         );
         for n in 0..100 {
             assert_eq!(table.location(&digest(n)), Some(n as u32));
-            assert_eq!(table.get(&digest(n)).map(|e| e.record), Some(&b"v"[..]));
+            assert_eq!(
+                table.get(&digest(n)).and_then(|e| e.record.in_memory()),
+                Some(&b"v"[..])
+            );
         }
     }
 
@@ -618,7 +806,7 @@ mod tests {
         assert_eq!(table.len(), 10_000);
         for n in 0..10_000 {
             let entry = table.get(&digest(n)).expect("present");
-            assert_eq!(entry.record, n.to_le_bytes());
+            assert_eq!(entry.record.in_memory(), Some(&n.to_le_bytes()[..]));
             assert_eq!(entry.meta, meta(1));
         }
         for n in (0..10_000).step_by(2) {
@@ -629,6 +817,57 @@ mod tests {
         }
         let load = table.len() as f64 / table.capacity() as f64;
         assert!(load > 0.29 && load <= 0.85, "load {load}");
+    }
+
+    #[test]
+    fn device_tables_keep_block_and_extent_through_growth_and_removal() {
+        let mut table = IndexTable::with_layout(Layout::Device);
+        let extent = |n: u64| Extent {
+            offset: 64 + 8 * n as u32,
+            bytes: 8 + n as u32,
+        };
+        for n in 0..5000 {
+            let old = table.upsert_at(&digest(n), meta(1), Data::OnDevice(extent(n)), n as u32);
+            assert!(old.is_none());
+        }
+        // Replacing returns the old extent and block.
+        let old = table.upsert_at(&digest(7), meta(2), Data::OnDevice(extent(9999)), 42);
+        assert!(
+            matches!(old, Some((m, Data::OnDevice(e), 7)) if m.generation == 1 && e == extent(7))
+        );
+        for n in (0..5000).step_by(3) {
+            assert!(table.remove_at(&digest(n)).is_some());
+        }
+        for n in 0..5000 {
+            let entry = table.get(&digest(n));
+            if n % 3 == 0 {
+                assert!(entry.is_none());
+                continue;
+            }
+            let (block, want) = if n == 7 {
+                (42, extent(9999))
+            } else {
+                (n as u32, extent(n))
+            };
+            assert_eq!(
+                entry.map(|e| e.record),
+                Some(Stored::OnDevice {
+                    block,
+                    extent: want
+                }),
+                "digest {n}"
+            );
+        }
+        assert!(table.set_location(&digest(8), 3, extent(1)));
+        assert_eq!(
+            table.get(&digest(8)).map(|e| e.record),
+            Some(Stored::OnDevice {
+                block: 3,
+                extent: extent(1)
+            })
+        );
+        // 1 tag + 34 digest/meta + 4 block + 8 extent bytes per slot.
+        assert_eq!(table.index_bytes(), table.capacity() * 47);
     }
 
     #[test]

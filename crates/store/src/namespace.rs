@@ -4,7 +4,7 @@
 use crate::blob::RecordBlob;
 use crate::device::format::{self, EntryHead};
 use crate::device::{AppendError, CommitWait, Device, DeviceConfig, Purpose};
-use crate::index::{IndexTable, RecordMeta};
+use crate::index::{Data, Entry, Extent, IndexTable, Layout, RecordMeta, Stored};
 use bolide_types::{Digest, PARTITION_COUNT};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::HashMap;
@@ -114,6 +114,8 @@ pub struct Namespace {
     pub stats: NamespaceStats,
     pub(crate) partitions: Box<[Partition]>,
     pub(crate) device: Option<Arc<Device>>,
+    /// Records' bytes live on the device only (the index is in memory).
+    data_on_device: bool,
     set_ids: RwLock<HashMap<Box<[u8]>, u16>>,
     sets: Box<[SetStats]>,
     system_memory_stop: AtomicBool,
@@ -128,6 +130,15 @@ pub enum SetError {
     TooMany,
     /// Name too long or not UTF-8.
     BadName,
+}
+
+/// Why a record's bytes could not be read from the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// The read failed.
+    Io,
+    /// The entry read back is not the record's (checksum or digest).
+    Damaged,
 }
 
 /// What one expiry/eviction sweep did.
@@ -146,13 +157,18 @@ impl Namespace {
     }
 
     pub(crate) fn with_device(config: NamespaceConfig, device: Option<Arc<Device>>) -> Namespace {
-        let persistent = device.is_some();
+        let layout = match &device {
+            None => Layout::Memory,
+            Some(device)
+                if device.config.data_in_memory
+                    || config.storage_engine == StorageEngine::Memory =>
+            {
+                Layout::Persisted
+            }
+            Some(_) => Layout::Device,
+        };
         let partitions = std::iter::repeat_with(|| Partition {
-            table: RwLock::new(if persistent {
-                IndexTable::with_locations()
-            } else {
-                IndexTable::new()
-            }),
+            table: RwLock::new(IndexTable::with_layout(layout)),
         })
         .take(PARTITION_COUNT)
         .collect();
@@ -163,6 +179,7 @@ impl Namespace {
             config,
             stats: NamespaceStats::default(),
             partitions,
+            data_on_device: layout == Layout::Device,
             device,
             set_ids: RwLock::new(HashMap::new()),
             sets,
@@ -190,6 +207,49 @@ impl Namespace {
         PartitionWriter {
             namespace: self,
             table: self.partition(digest).table.write(),
+        }
+    }
+
+    /// Whether records' bytes live on the device only.
+    pub fn data_on_device(&self) -> bool {
+        self.data_on_device
+    }
+
+    /// The bytes of `entry`'s record: borrowed from memory, or read from
+    /// the device into `buf` (checksum and digest checked). The caller
+    /// still holds the partition lock `entry` came from.
+    pub fn record_bytes<'a>(
+        &self,
+        entry: &Entry<'a>,
+        buf: &'a mut Vec<u8>,
+    ) -> Result<&'a [u8], ReadError> {
+        let (block, extent) = match entry.record {
+            Stored::InMemory(bytes) => return Ok(bytes),
+            Stored::OnDevice { block, extent } => (block, extent),
+        };
+        let device = self.device.as_ref().ok_or(ReadError::Damaged)?;
+        buf.clear();
+        buf.resize(extent.bytes as usize, 0);
+        if let Err(error) = device.read_at(block, extent.offset, buf) {
+            tracing::error!(namespace = self.name(), block, %error, "record read failed");
+            return Err(ReadError::Io);
+        }
+        let buf: &'a Vec<u8> = buf;
+        match format::decode_entry(buf, device.block_seq(block)) {
+            Some(read)
+                if read.head.digest.0 == *entry.digest && read.head.kind == format::KIND_RECORD =>
+            {
+                Ok(read.payload)
+            }
+            _ => {
+                tracing::error!(
+                    namespace = self.name(),
+                    block,
+                    offset = extent.offset,
+                    "record damaged on the device"
+                );
+                Err(ReadError::Damaged)
+            }
         }
     }
 
@@ -322,9 +382,14 @@ impl Namespace {
         self.truncate_lut_ms.load(Relaxed)
     }
 
-    /// Index + data bytes in use.
+    /// Index + data bytes in memory (the index alone when the data is on
+    /// the device).
     pub fn memory_used_bytes(&self) -> u64 {
-        let data = self.stats.data_used_bytes.load(Relaxed).max(0) as u64;
+        let data = if self.data_on_device {
+            0
+        } else {
+            self.stats.data_used_bytes.load(Relaxed).max(0) as u64
+        };
         let index = self.stats.index_used_bytes.load(Relaxed).max(0) as u64;
         data + index
     }
@@ -385,8 +450,7 @@ impl Namespace {
 
     fn evict_if_needed(&self) -> u64 {
         let percent = u64::from(self.config.evict_used_percent);
-        if percent == 0 || self.memory_used_bytes() < self.config.memory_size_bytes / 100 * percent
-        {
+        if percent == 0 || !self.over_eviction_mark(percent) {
             return 0;
         }
         // Find the void time below which evict-tenths-pct of the records
@@ -411,6 +475,15 @@ impl Namespace {
             |_| evicted += 1,
         );
         evicted
+    }
+
+    /// Whether use is at or above `percent`: of the device when the data
+    /// lives there, else of the memory budget.
+    fn over_eviction_mark(&self, percent: u64) -> bool {
+        match &self.device {
+            Some(device) if self.data_on_device => u64::from(device.used_pct()) >= percent,
+            _ => self.memory_used_bytes() >= self.config.memory_size_bytes / 100 * percent,
+        }
     }
 
     /// Removes, partition by partition, every record whose metadata
@@ -447,6 +520,17 @@ impl Namespace {
                     }
                     removed(&meta);
                 }
+            }
+        }
+    }
+
+    /// The padded size of the storage entry holding `data`.
+    pub(crate) fn entry_bytes(&self, set_id: u16, data: &Data) -> usize {
+        match data {
+            Data::OnDevice(extent) => extent.bytes as usize,
+            Data::InMemory(blob) => {
+                let set_len = self.set_name(set_id).map_or(0, str::len);
+                format::record_entry_bytes(set_len, blob.len())
             }
         }
     }
@@ -490,43 +574,44 @@ impl<'n> PartitionWriter<'n> {
         &mut self,
         digest: &Digest,
         meta: RecordMeta,
-        record: RecordBlob,
+        record: &[u8],
     ) -> Result<Option<CommitWait>, AppendError> {
-        let mut wait = None;
-        let mut location = 0;
-        if let Some(device) = &self.namespace.device {
-            let set_name = self.namespace.set_name(meta.set_id).unwrap_or_default();
-            let placed = device.append(
-                record_head(digest, &meta),
-                set_name.as_bytes(),
-                record.as_bytes(),
-                Purpose::Client,
-            )?;
-            location = placed.block;
-            wait = device.commit_wait(placed.position);
-        }
-        self.install(digest, meta, record, location);
+        let Some(device) = &self.namespace.device else {
+            self.install(digest, meta, Data::InMemory(RecordBlob::new(record)), 0);
+            return Ok(None);
+        };
+        let set_name = self.namespace.set_name(meta.set_id).unwrap_or_default();
+        let placed = device.append(
+            record_head(digest, &meta),
+            set_name.as_bytes(),
+            record,
+            Purpose::Client,
+        )?;
+        let wait = device.commit_wait(placed.position);
+        let data = if self.namespace.data_on_device {
+            Data::OnDevice(Extent {
+                offset: placed.offset,
+                bytes: placed.bytes,
+            })
+        } else {
+            Data::InMemory(RecordBlob::new(record))
+        };
+        self.install(digest, meta, data, placed.block);
         Ok(wait)
     }
 
     /// Puts a record into the index already placed in storage block
-    /// `location` (used by the cold start and the defragmenter).
-    pub(crate) fn install(
-        &mut self,
-        digest: &Digest,
-        meta: RecordMeta,
-        record: RecordBlob,
-        location: u32,
-    ) {
+    /// `location`.
+    pub(crate) fn install(&mut self, digest: &Digest, meta: RecordMeta, data: Data, location: u32) {
         let index_before = self.table.index_bytes();
-        let new_bytes = record.len() as i64;
+        let new_bytes = data.len() as i64;
         let set_id = meta.set_id;
-        let old = self.table.upsert_at(digest, meta, record, location);
+        let old = self.table.upsert_at(digest, meta, data, location);
         let stats = &self.namespace.stats;
         let (old_bytes, old_set) = match &old {
-            Some((old_meta, blob, old_location)) => {
-                self.release_storage(*old_location, old_meta.set_id, blob.len());
-                (blob.len() as i64, Some(old_meta.set_id))
+            Some((old_meta, data, old_location)) => {
+                self.release_storage(*old_location, old_meta.set_id, data);
+                (data.len() as i64, Some(old_meta.set_id))
             }
             None => {
                 stats.objects.fetch_add(1, Relaxed);
@@ -577,12 +662,12 @@ impl<'n> PartitionWriter<'n> {
     /// and the cold start); whether it was there.
     pub fn remove(&mut self, digest: &Digest) -> bool {
         let index_before = self.table.index_bytes();
-        let Some((meta, blob, location)) = self.table.remove_at(digest) else {
+        let Some((meta, data, location)) = self.table.remove_at(digest) else {
             return false;
         };
-        self.release_storage(location, meta.set_id, blob.len());
-        let bytes = blob.len() as i64;
-        drop(blob);
+        self.release_storage(location, meta.set_id, &data);
+        let bytes = data.len() as i64;
+        drop(data);
         self.namespace.stats.objects.fetch_sub(1, Relaxed);
         self.namespace
             .stats
@@ -594,10 +679,9 @@ impl<'n> PartitionWriter<'n> {
     }
 
     /// The old version's entry in block `location` is dead now.
-    fn release_storage(&self, location: u32, set_id: u16, record_len: usize) {
+    fn release_storage(&self, location: u32, set_id: u16, data: &Data) {
         if let Some(device) = &self.namespace.device {
-            let set_len = self.namespace.set_name(set_id).map_or(0, str::len);
-            device.release(location, format::record_entry_bytes(set_len, record_len));
+            device.release(location, self.namespace.entry_bytes(set_id, data));
         }
     }
 
@@ -659,7 +743,7 @@ pub(crate) mod tests {
             };
             namespace
                 .write(&digest(n))
-                .put(&digest(n), meta, RecordBlob::new(&[0; 10]))
+                .put(&digest(n), meta, &[0; 10])
                 .expect("memory put");
         }
         assert_eq!(namespace.stats.objects.load(Relaxed), 100);
@@ -687,7 +771,7 @@ pub(crate) mod tests {
             };
             namespace
                 .write(&digest(n))
-                .put(&digest(n), meta, RecordBlob::new(b"x"))
+                .put(&digest(n), meta, b"x")
                 .expect("memory put");
         }
         let report = namespace.sweep(100);
@@ -705,11 +789,7 @@ pub(crate) mod tests {
         while !namespace.is_stop_writes() {
             namespace
                 .write(&digest(n))
-                .put(
-                    &digest(n),
-                    RecordMeta::default(),
-                    RecordBlob::new(&[0; 1000]),
-                )
+                .put(&digest(n), RecordMeta::default(), &[0; 1000])
                 .expect("memory put");
             n += 1;
             assert!(n < 1000);

@@ -4,7 +4,7 @@
 use crate::blob::RecordBlob;
 use crate::device::format::{self, EntryIter, EntryRef};
 use crate::device::{Device, Purpose, TruncateTable};
-use crate::index::{IndexTable, RecordMeta, SlotAddresses};
+use crate::index::{Data, Extent, IndexTable, RecordMeta, SlotAddresses, Stored};
 use crate::namespace::{record_head, Namespace, NamespaceConfig, PartitionWriter, SETS_MAX};
 use bolide_types::{now_citrusleaf_seconds, Digest};
 use std::collections::HashMap;
@@ -64,9 +64,10 @@ impl Tally {
         }
     }
 
-    fn came(&mut self, block: u32, entry_bytes: usize, set_id: u16, record_len: usize) {
+    /// A record version came, `data_len` bytes as [`Data::len`] counts them.
+    fn came(&mut self, block: u32, entry_bytes: usize, set_id: u16, data_len: usize) {
         self.objects += 1;
-        self.data_bytes += record_len as i64;
+        self.data_bytes += data_len as i64;
         if let Some(live) = self.live.get_mut(block as usize) {
             *live += entry_bytes as i64;
         }
@@ -76,16 +77,16 @@ impl Tally {
             .filter(|_| set_id != 0)
         {
             set.0 += 1;
-            set.1 += record_len as i64;
+            set.1 += data_len as i64;
         }
     }
 
-    fn gone(&mut self, namespace: &Namespace, meta: &RecordMeta, record_len: usize, block: u32) {
+    fn gone(&mut self, namespace: &Namespace, meta: &RecordMeta, data: &Data, block: u32) {
+        let record_len = data.len();
         self.objects -= 1;
         self.data_bytes -= record_len as i64;
-        let set_len = namespace.set_name(meta.set_id).map_or(0, str::len);
         if let Some(live) = self.live.get_mut(block as usize) {
-            *live -= format::record_entry_bytes(set_len, record_len) as i64;
+            *live -= namespace.entry_bytes(meta.set_id, data) as i64;
         }
         if let Some(set) = self
             .sets
@@ -452,21 +453,28 @@ impl Namespace {
                 };
                 if self.is_doomed(&meta, now) {
                     // Expired or truncated: gone, and so is any older version.
-                    if let Some((old, blob, location)) = table.remove_at(&digest) {
-                        tally.gone(self, &old, blob.len(), location);
+                    if let Some((old, data, location)) = table.remove_at(&digest) {
+                        tally.gone(self, &old, &data, location);
                     }
                     return;
                 }
-                let record_len = entry.payload.len();
-                let old = table.upsert_at(&digest, meta, RecordBlob::new(entry.payload), block);
-                if let Some((old, blob, location)) = old {
-                    tally.gone(self, &old, blob.len(), location);
+                let data = if self.data_on_device() {
+                    Data::OnDevice(Extent {
+                        offset: entry.offset as u32,
+                        bytes: entry.bytes as u32,
+                    })
+                } else {
+                    Data::InMemory(RecordBlob::new(entry.payload))
+                };
+                let data_len = data.len();
+                if let Some((old, data, location)) = table.upsert_at(&digest, meta, data, block) {
+                    tally.gone(self, &old, &data, location);
                 }
-                tally.came(block, entry.bytes, set_id, record_len);
+                tally.came(block, entry.bytes, set_id, data_len);
             }
             format::KIND_TOMBSTONE => {
-                if let Some((old, blob, location)) = table.remove_at(&digest) {
-                    tally.gone(self, &old, blob.len(), location);
+                if let Some((old, data, location)) = table.remove_at(&digest) {
+                    tally.gone(self, &old, &data, location);
                 }
                 // Kept (counted live) while older versions may remain.
                 if entry.deleted_seq() >= oldest_seq {
@@ -649,11 +657,12 @@ impl Namespace {
             return true;
         }
         // Some live record's entry could not be read back: find the records
-        // the index places in this block and copy them from memory.
+        // the index places in this block and copy them from memory (or
+        // entry by entry from the device).
         tracing::warn!(
             namespace = self.name(),
             block,
-            "defrag: damaged block, moving its records from memory"
+            "defrag: damaged block, moving its records one by one"
         );
         for index in 0..self.partitions.len() {
             let Some(partition) = self.partitions.get(index) else {
@@ -666,10 +675,22 @@ impl Namespace {
             let mut digests = Vec::new();
             writer.table.for_each(|e| digests.push(Digest(*e.digest)));
             for digest in digests {
-                if writer.table.location(&digest) == Some(block)
-                    && relocate(&mut writer, device, &digest).is_err()
-                {
-                    return false;
+                if writer.table.location(&digest) != Some(block) {
+                    continue;
+                }
+                match relocate(&mut writer, device, &digest, None) {
+                    Ok(()) => {}
+                    Err(Unmoved::NoSpace) => return false,
+                    Err(Unmoved::Unreadable) => {
+                        // Its only copy is damaged: the record is lost. A
+                        // tombstone keeps older versions from returning.
+                        tracing::error!(
+                            namespace = self.name(),
+                            block,
+                            "defrag: a record's entry is damaged; the record is removed"
+                        );
+                        writer.remove_durably(&digest);
+                    }
                 }
             }
         }
@@ -678,50 +699,86 @@ impl Namespace {
     }
 }
 
+/// Why defrag could not move a record.
+enum Unmoved {
+    /// No room for the copy; nothing changed.
+    NoSpace,
+    /// Its data is on the device only and cannot be read back.
+    Unreadable,
+}
+
 /// Copies a record's current version out of `block` if `entry` is it.
 fn relocate_if_live(
     writer: &mut PartitionWriter<'_>,
     device: &Arc<Device>,
     block: u32,
     entry: &EntryRef<'_>,
-) -> Result<(), ()> {
+) -> Result<(), Unmoved> {
     let digest = entry.head.digest;
     let Some(current) = writer.table.get(&digest) else {
         return Ok(());
     };
-    let is_this_version = writer.table.location(&digest) == Some(block)
-        && current.meta.generation == entry.head.generation
-        && current.meta.last_update_ms == entry.head.last_update_ms
-        && current.meta.void_time == entry.head.void_time;
+    let is_this_version = match current.record {
+        Stored::OnDevice { block: at, extent } => {
+            at == block && extent.offset as usize == entry.offset
+        }
+        Stored::InMemory(_) => {
+            writer.table.location(&digest) == Some(block)
+                && current.meta.generation == entry.head.generation
+                && current.meta.last_update_ms == entry.head.last_update_ms
+                && current.meta.void_time == entry.head.void_time
+        }
+    };
     if !is_this_version {
         return Ok(());
     }
-    relocate(writer, device, &digest)
+    relocate(writer, device, &digest, Some(entry.payload))
 }
 
-/// Appends the current version of `digest` anew and points the index at it.
+/// Appends the current version of `digest` anew and points the index at
+/// it. Its bytes come from memory, else from `read` (the entry as the
+/// defragmenter read it), else from the device.
 fn relocate(
     writer: &mut PartitionWriter<'_>,
     device: &Arc<Device>,
     digest: &Digest,
-) -> Result<(), ()> {
+    read: Option<&[u8]>,
+) -> Result<(), Unmoved> {
     let Some(current) = writer.table.get(digest) else {
         return Ok(());
     };
     let meta = current.meta;
     let old_block = writer.table.location(digest).unwrap_or(0);
     let set_name = writer.namespace.set_name(meta.set_id).unwrap_or_default();
+    let mut buf = Vec::new();
+    let (record, old_bytes) = match (current.record, read) {
+        (Stored::InMemory(bytes), _) => (
+            bytes,
+            format::record_entry_bytes(set_name.len(), bytes.len()),
+        ),
+        (Stored::OnDevice { extent, .. }, Some(bytes)) => (bytes, extent.bytes as usize),
+        (Stored::OnDevice { extent, .. }, None) => (
+            writer
+                .namespace
+                .record_bytes(&current, &mut buf)
+                .map_err(|_| Unmoved::Unreadable)?,
+            extent.bytes as usize,
+        ),
+    };
     let placed = device
         .append(
             record_head(digest, &meta),
             set_name.as_bytes(),
-            current.record,
+            record,
             Purpose::Defrag,
         )
-        .map_err(|_| ())?;
-    let bytes = format::record_entry_bytes(set_name.len(), current.record.len());
-    writer.table.set_location(digest, placed.block);
-    device.release(old_block, bytes);
+        .map_err(|_| Unmoved::NoSpace)?;
+    let extent = Extent {
+        offset: placed.offset,
+        bytes: placed.bytes,
+    };
+    writer.table.set_location(digest, placed.block, extent);
+    device.release(old_block, old_bytes);
     device.stats.defrag_writes.fetch_add(1, Relaxed);
     Ok(())
 }
@@ -733,7 +790,7 @@ fn keep_tombstone(
     device: &Arc<Device>,
     entry: &EntryRef<'_>,
     oldest: u64,
-) -> Result<(), ()> {
+) -> Result<(), Unmoved> {
     let recreated = writer.table.get(&entry.head.digest).is_some();
     if recreated || entry.deleted_seq() < oldest {
         device.stats.tombstones_dropped.fetch_add(1, Relaxed);
@@ -744,7 +801,7 @@ fn keep_tombstone(
         .map(|_| {
             device.stats.defrag_writes.fetch_add(1, Relaxed);
         })
-        .map_err(|_| ())
+        .map_err(|_| Unmoved::NoSpace)
 }
 
 #[cfg(test)]
@@ -755,17 +812,22 @@ mod tests {
     use crate::namespace::tests::digest;
     use crate::record::{self, Bin};
 
-    fn config(dir: &std::path::Path) -> NamespaceConfig {
+    /// Both ways of keeping the data: on the device only, and in memory.
+    const DATA_IN_MEMORY: [bool; 2] = [false, true];
+
+    fn config(dir: &std::path::Path, data_in_memory: bool) -> NamespaceConfig {
         let mut config = NamespaceConfig::with_name("test");
         let mut device = DeviceConfig::new(vec![dir.join("test.dat")], 0);
         device.write_block_size = 64 * 1024;
         device.file_size = FILE_HEADER_BYTES + 64 * 64 * 1024;
         device.flush_max_ms = 10;
+        device.data_in_memory = data_in_memory;
         config.device = Some(device);
+        config.storage_engine = crate::StorageEngine::Device;
         config
     }
 
-    fn record(value: u32) -> RecordBlob {
+    fn record(value: u32) -> Vec<u8> {
         let mut bytes = Vec::new();
         let value = value.to_be_bytes();
         record::encode(
@@ -778,19 +840,26 @@ mod tests {
             }]
             .into_iter(),
         );
-        RecordBlob::new(&bytes)
+        bytes
     }
 
     fn value_of(namespace: &Namespace, n: u32) -> Option<u32> {
         let table = namespace.read(&digest(n));
         let entry = table.get(&digest(n))?;
-        let view = crate::RecordView::parse(entry.record)?;
+        let mut buf = Vec::new();
+        let bytes = namespace.record_bytes(&entry, &mut buf).expect("readable");
+        let view = crate::RecordView::parse(bytes)?;
         let bin = view.bin(b"v")?;
         Some(u32::from_be_bytes(bin.value.try_into().ok()?))
     }
 
     fn open(dir: &std::path::Path) -> (Arc<Namespace>, StorageThreads) {
-        let namespace = Arc::new(Namespace::open(config(dir)).expect("open"));
+        open_with(dir, false)
+    }
+
+    fn open_with(dir: &std::path::Path, data_in_memory: bool) -> (Arc<Namespace>, StorageThreads) {
+        let namespace = Arc::new(Namespace::open(config(dir, data_in_memory)).expect("open"));
+        assert_eq!(namespace.data_on_device(), !data_in_memory);
         let threads = namespace.start_storage().expect("persistent");
         (namespace, threads)
     }
@@ -804,15 +873,21 @@ mod tests {
         };
         namespace
             .write(&digest(n))
-            .put(&digest(n), meta, record(value))
+            .put(&digest(n), meta, &record(value))
             .expect("put");
     }
 
     #[test]
     fn a_restart_restores_the_newest_versions_deletes_and_truncations() {
+        for in_memory in DATA_IN_MEMORY {
+            restart_restores_newest_versions(in_memory);
+        }
+    }
+
+    fn restart_restores_newest_versions(in_memory: bool) {
         let dir = tempfile::tempdir().expect("tempdir");
         {
-            let (namespace, threads) = open(dir.path());
+            let (namespace, threads) = open_with(dir.path(), in_memory);
             let set = namespace.set_id(b"demo").expect("set");
             for n in 0..2_000 {
                 put(&namespace, n, n, set);
@@ -834,7 +909,7 @@ mod tests {
             assert_eq!(namespace.truncate(Some(b"gone"), 1_000_000), Ok(true));
             threads.shutdown();
         }
-        let (namespace, threads) = open(dir.path());
+        let (namespace, threads) = open_with(dir.path(), in_memory);
         for n in 0..2_000 {
             let want = match n {
                 n if n % 5 == 0 => None,
@@ -897,7 +972,7 @@ mod tests {
         };
         namespace
             .write(&digest(1))
-            .put(&digest(1), meta, record(2))
+            .put(&digest(1), meta, &record(2))
             .expect("put");
         let device = Arc::clone(namespace.device().expect("device"));
         let before = device.appended();
@@ -916,9 +991,15 @@ mod tests {
 
     #[test]
     fn defrag_keeps_every_record_while_reusing_blocks() {
+        for in_memory in DATA_IN_MEMORY {
+            defrag_keeps_every_record(in_memory);
+        }
+    }
+
+    fn defrag_keeps_every_record(in_memory: bool) {
         let dir = tempfile::tempdir().expect("tempdir");
         {
-            let (namespace, threads) = open(dir.path());
+            let (namespace, threads) = open_with(dir.path(), in_memory);
             // ~80 bytes per entry: 64 blocks of 64 KiB hold ~50K entries;
             // write 4x that by overwriting 1,000 records.
             for round in 0..200u32 {
@@ -932,7 +1013,7 @@ mod tests {
                         };
                         match namespace
                             .write(&digest(n))
-                            .put(&digest(n), meta, record(round))
+                            .put(&digest(n), meta, &record(round))
                         {
                             Ok(_) => break,
                             Err(_) if attempts < 500 => {
@@ -949,7 +1030,7 @@ mod tests {
             assert!((0..1_000).all(|n| value_of(&namespace, n) == Some(199)));
             threads.shutdown();
         }
-        let (namespace, threads) = open(dir.path());
+        let (namespace, threads) = open_with(dir.path(), in_memory);
         assert_eq!(namespace.stats.objects.load(Relaxed), 1_000);
         assert!((0..1_000).all(|n| value_of(&namespace, n) == Some(199)));
         threads.shutdown();

@@ -36,6 +36,8 @@ use std::sync::atomic::Ordering::Relaxed;
 #[derive(Default)]
 pub struct Scratch {
     record: Vec<u8>,
+    /// A stored record read back from the device.
+    loaded: Vec<u8>,
     results: Vec<u8>,
     /// Writes answered but not yet durable (commit-to-device): the
     /// answers must not leave before these waits end.
@@ -184,10 +186,31 @@ fn route(
     if header.info2 & info2::WRITE != 0 {
         write::execute(namespace, &digest, message, filter, out, scratch, framing)
     } else if header.info1 & info1::READ != 0 {
-        read::execute(namespace, &digest, message, filter, out, framing)
+        read::execute(
+            namespace,
+            &digest,
+            message,
+            filter,
+            out,
+            &mut scratch.loaded,
+            framing,
+        )
     } else {
         Err(ResultCode::Parameter)
     }
+}
+
+/// The bytes of a stored record: from memory, or read from the device into
+/// `buf`. A record that cannot be read back answers UNKNOWN (the server
+/// logs why).
+fn record_bytes<'a>(
+    namespace: &Namespace,
+    entry: &bolide_store::Entry<'a>,
+    buf: &'a mut Vec<u8>,
+) -> Result<&'a [u8], ResultCode> {
+    namespace
+        .record_bytes(entry, buf)
+        .map_err(|_| ResultCode::Unknown)
 }
 
 /// FILTERED_OUT unless the record passes the request's filter expression.

@@ -13,6 +13,7 @@ pub fn execute(
     message: &Message<'_>,
     filter: Option<&Expr>,
     out: &mut Vec<u8>,
+    loaded: &mut Vec<u8>,
     framing: Framing,
 ) -> Result<(), ResultCode> {
     let header = &message.header;
@@ -41,16 +42,10 @@ pub fn execute(
         return Err(ResultCode::NotFound);
     };
     crate::check_set(namespace, message, entry.meta.set_id)?;
-    let record = RecordView::parse(entry.record).ok_or(ResultCode::Unknown)?;
+    let bytes = crate::record_bytes(namespace, &entry, loaded)?;
+    let record = RecordView::parse(bytes).ok_or(ResultCode::Unknown)?;
     crate::check_key(message, record.key)?;
-    crate::check_filter(
-        namespace,
-        filter,
-        digest,
-        &entry.meta,
-        &record,
-        entry.record.len(),
-    )?;
+    crate::check_filter(namespace, filter, digest, &entry.meta, &record, bytes.len())?;
     let response = MsgHeader {
         generation: u32::from(entry.meta.generation),
         record_ttl: entry.meta.void_time,

@@ -224,11 +224,16 @@ impl ScanJob {
             }
         });
         entries.sort_unstable_by(|a, b| b.digest.cmp(a.digest));
+        let mut loaded = Vec::new();
         for entry in entries {
             if self.limit_reached() {
                 break;
             }
-            let Some(record) = RecordView::parse(entry.record) else {
+            // A record that cannot be read back is skipped (and logged).
+            let Ok(bytes) = namespace.record_bytes(&entry, &mut loaded) else {
+                continue;
+            };
+            let Some(record) = RecordView::parse(bytes) else {
                 continue;
             };
             let digest = Digest(*entry.digest);
@@ -238,7 +243,7 @@ impl ScanJob {
                 &digest,
                 &entry.meta,
                 &record,
-                entry.record.len(),
+                bytes.len(),
             )
             .is_err()
             {

@@ -5,7 +5,7 @@ use crate::expression::Expr;
 use crate::ops::{self, WorkBin};
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, RecordView};
-use bolide_store::{AppendError, Bin, Namespace, RecordBlob, RecordMeta, SetError};
+use bolide_store::{AppendError, Bin, Namespace, RecordMeta, SetError};
 use bolide_types::{now_citrusleaf_milliseconds, particle, Digest, ResultCode};
 use bolide_types::{BINS_PER_RECORD_MAX, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::{encode_op, MsgHeader};
@@ -44,17 +44,26 @@ pub fn execute(
     if header.info2 & info2::DELETE == 0 || existing_meta.is_some() {
         check_generation(header, existing_meta)?;
     }
-    if let (Some(entry), Some(_)) = (existing, filter) {
+    // The stored record is read (from the device, if that is where it is)
+    // unless this is a delete without a filter. A replace keeps only the
+    // stored key, so it goes ahead without it if the stored copy cannot be
+    // read back: that is how a client clears a damaged record.
+    let replace = header.info3 & (info3::CREATE_OR_REPLACE | info3::REPLACE_ONLY) != 0;
+    let delete = header.info2 & info2::DELETE != 0;
+    let loaded = &mut scratch.loaded;
+    let stored_bytes = match existing {
+        Some(_) if delete && filter.is_none() => None,
+        Some(entry) => match crate::record_bytes(namespace, &entry, loaded) {
+            Ok(bytes) => Some(bytes),
+            Err(_) if replace && filter.is_none() => None,
+            Err(code) => return Err(code),
+        },
+        None => None,
+    };
+    if let (Some(entry), Some(bytes), Some(_)) = (existing, stored_bytes, filter) {
         // Filters apply to records that exist; a new record is written.
-        let view = RecordView::parse(entry.record).ok_or(ResultCode::Unknown)?;
-        crate::check_filter(
-            namespace,
-            filter,
-            digest,
-            &entry.meta,
-            &view,
-            entry.record.len(),
-        )?;
+        let view = RecordView::parse(bytes).ok_or(ResultCode::Unknown)?;
+        crate::check_filter(namespace, filter, digest, &entry.meta, &view, bytes.len())?;
     }
 
     if header.info2 & info2::DELETE != 0 {
@@ -73,8 +82,8 @@ pub fn execute(
         return Err(ResultCode::OutOfSpace);
     }
     check_exists_policy(header, existing_meta.is_some())?;
-    let stored = match existing {
-        Some(entry) => Some(RecordView::parse(entry.record).ok_or(ResultCode::Unknown)?),
+    let stored = match stored_bytes {
+        Some(bytes) => Some(RecordView::parse(bytes).ok_or(ResultCode::Unknown)?),
         None => None,
     };
     if let Some(meta) = existing_meta {
@@ -84,7 +93,6 @@ pub fn execute(
     let stored_key = stored.and_then(|view| view.key);
     crate::check_key(message, stored_key)?;
 
-    let replace = header.info3 & (info3::CREATE_OR_REPLACE | info3::REPLACE_ONLY) != 0;
     let mut bins: Vec<WorkBin<'_>> = match stored {
         Some(view) if !replace => view
             .bins()
@@ -161,7 +169,7 @@ pub fn execute(
             set_id,
         };
         let wait = writer
-            .put(digest, meta, RecordBlob::new(&scratch.record))
+            .put(digest, meta, &scratch.record)
             .map_err(storage_error)?;
         scratch.add_commit_wait(wait);
         (generation, void_time)

@@ -195,6 +195,20 @@ impl EntryRef<'_> {
     }
 }
 
+/// Decodes the entry `bytes` hold, read back on its own, if it is intact
+/// and of block incarnation `seq`.
+pub fn decode_entry(bytes: &[u8], seq: u64) -> Option<EntryRef<'_>> {
+    EntryIter {
+        block: bytes,
+        seq,
+        at: 0,
+        corrupt: 0,
+    }
+    .decode_at(0)
+    .ok()
+    .flatten()
+}
+
 /// Walks the entries of one block incarnation.
 pub struct EntryIter<'b> {
     block: &'b [u8],

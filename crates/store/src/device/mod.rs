@@ -13,9 +13,12 @@
 //! the live entries of blocks below `defrag-lwm-pct` to the open block and
 //! frees the block once those copies are durable.
 //!
-//! The index keeps, per record, only the id of the block holding its
-//! current version; the record bytes stay in memory too, so reads never
-//! touch the device.
+//! The index keeps, per record, the id of the block holding its current
+//! version. With `data-in-memory true` the record bytes stay in memory too,
+//! so reads never touch the device; by default (`false`) the index also
+//! keeps the entry's offset and size, and reads fetch the entry: from the
+//! open block or a sealed block still waiting for the flusher if it is
+//! there, else from the file ([`Device::read_entry`]).
 
 pub mod format;
 
@@ -59,6 +62,9 @@ pub struct DeviceConfig {
     /// Sealed blocks waiting for the flusher beyond this many bytes make
     /// writes fail with DEVICE_OVERLOAD (18).
     pub max_write_cache: u64,
+    /// Keep every record's bytes in memory as well (reads never touch the
+    /// device); else only the index is in memory.
+    pub data_in_memory: bool,
 }
 
 impl DeviceConfig {
@@ -74,6 +80,7 @@ impl DeviceConfig {
             min_avail_pct: 5,
             max_used_pct: 70,
             max_write_cache: 64 * 1024 * 1024,
+            data_in_memory: false,
         }
     }
 }
@@ -104,6 +111,10 @@ pub enum Purpose {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
     pub block: u32,
+    /// Offset of the entry in the block.
+    pub offset: u32,
+    /// Padded bytes of the entry.
+    pub bytes: u32,
     /// Write-order position just past the entry (see [`Device::durable`]).
     pub position: u64,
 }
@@ -135,12 +146,15 @@ struct Writer {
 struct Sealed {
     block: u32,
     seq: u64,
-    buf: Vec<u8>,
+    /// Shared with readers that copy an entry out while it is written.
+    buf: Arc<Vec<u8>>,
 }
 
 #[derive(Default)]
 struct FlushQueue {
     sealed: VecDeque<Sealed>,
+    /// Sealed blocks the flusher is writing now (still readable here).
+    writing: Vec<Sealed>,
     sealed_bytes: u64,
     commit_requested: bool,
     pool: Vec<Vec<u8>>,
@@ -379,6 +393,54 @@ impl Device {
         file.read_exact_at(buf, offset)
     }
 
+    /// Copies `buf.len()` bytes at `offset` of block `id` into `buf`: from
+    /// the open block or a sealed block not yet written if it is one of
+    /// those, else from the file. The caller holds the lock of the
+    /// partition whose record lives there, so the block cannot be freed
+    /// and reused meanwhile.
+    pub fn read_at(&self, id: u32, offset: u32, buf: &mut [u8]) -> std::io::Result<()> {
+        let state = self
+            .blocks
+            .get(id as usize)
+            .map_or(STATE_FREE, |b| b.state.load(Ordering::Acquire));
+        let range = offset as usize..offset as usize + buf.len();
+        if state == STATE_OPEN || state == STATE_SEALED {
+            {
+                let writer = self.writer.lock();
+                if writer.open && writer.block == id {
+                    let bytes = writer.buf.get(range).ok_or_else(out_of_block)?;
+                    buf.copy_from_slice(bytes);
+                    return Ok(());
+                }
+            }
+            let sealed = {
+                let queue = self.queue.lock();
+                queue
+                    .sealed
+                    .iter()
+                    .chain(&queue.writing)
+                    .find(|s| s.block == id)
+                    .map(|s| Arc::clone(&s.buf))
+            };
+            if let Some(block) = sealed {
+                let bytes = block.get(range).ok_or_else(out_of_block)?;
+                buf.copy_from_slice(bytes);
+                return Ok(());
+            }
+            // Written since the state was read: on the file now.
+        }
+        if offset as usize + buf.len() > self.block_size() {
+            return Err(out_of_block());
+        }
+        let (file, at) = locate(
+            &self.files,
+            &self.file_base,
+            self.config.write_block_size,
+            id,
+        );
+        file.read_exact_at(buf, at + u64::from(offset))
+    }
+
     /// After the cold start: blocks holding nothing live become free, the
     /// others stay used; the write position starts after the newest block.
     pub fn finish_cold_start(&self) -> Result<(), String> {
@@ -525,6 +587,8 @@ impl Device {
         self.add_live(block, bytes);
         Ok(Placement {
             block,
+            offset: at as u32,
+            bytes: bytes as u32,
             position: position(seq, writer.used),
         })
     }
@@ -589,7 +653,7 @@ impl Device {
             queue.sealed.push_back(Sealed {
                 block: writer.block,
                 seq: writer.seq,
-                buf,
+                buf: Arc::new(buf),
             });
             self.queue_signal.notify_one();
         }
@@ -791,19 +855,27 @@ impl Device {
             } else {
                 None
             };
-            let drained: Vec<Sealed> = {
+            // The blocks stay readable in `writing` until they are written.
+            let drained: Vec<(u32, u64, Arc<Vec<u8>>)> = {
                 let mut queue = self.queue.lock();
-                let drained: Vec<Sealed> = queue.sealed.drain(..).collect();
+                let queue = &mut *queue;
+                let drained = queue
+                    .sealed
+                    .iter()
+                    .map(|s| (s.block, s.seq, Arc::clone(&s.buf)))
+                    .collect();
+                queue.writing.extend(queue.sealed.drain(..));
                 drained
             };
             let _ = sealed;
             let mut reached = 0u64;
             let mut ok = true;
-            for block in &drained {
-                ok &= self.write_at(block.block, 0, &block.buf);
-                reached = reached.max(position(block.seq, (1 << OFFSET_BITS) - 1));
+            for (block, seq, buf) in &drained {
+                ok &= self.write_at(*block, 0, buf);
+                reached = reached.max(position(*seq, (1 << OFFSET_BITS) - 1));
                 self.stats.blocks_written.fetch_add(1, Ordering::Relaxed);
             }
+            drop(drained);
             if let Some((block, seq, from, used)) = partial {
                 ok &= self.write_at(block, from, &scratch);
                 reached = reached.max(position(seq, used));
@@ -819,7 +891,8 @@ impl Device {
             }
             {
                 let mut queue = self.queue.lock();
-                for mut block in drained {
+                let written: Vec<Sealed> = queue.writing.drain(..).collect();
+                for block in written {
                     queue.sealed_bytes = queue.sealed_bytes.saturating_sub(block.buf.len() as u64);
                     if let Some(info) = self.blocks.get(block.block as usize) {
                         let _ = info.state.compare_exchange(
@@ -829,9 +902,12 @@ impl Device {
                             Ordering::Relaxed,
                         );
                     }
-                    if queue.pool.len() < 4 {
-                        block.buf.fill(0);
-                        queue.pool.push(block.buf);
+                    // A reader may still hold the buffer: then it goes.
+                    if let Ok(mut buf) = Arc::try_unwrap(block.buf) {
+                        if queue.pool.len() < 4 {
+                            buf.fill(0);
+                            queue.pool.push(buf);
+                        }
                     }
                 }
             }
@@ -994,6 +1070,10 @@ impl Device {
         *slot = (next_slot, counter);
         Ok(())
     }
+}
+
+fn out_of_block() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, "entry beyond its block")
 }
 
 fn locate<'f>(files: &'f [File], base: &[u32], block_size: u32, id: u32) -> (&'f File, u64) {
