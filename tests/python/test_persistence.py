@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -636,6 +637,102 @@ def test_full_device_stops_writes_keeps_reads_and_recovers(nodes, tmp_path):
         assert c.get(key(i))[2] == {"p": payload}
     for i in written[: len(written) * 3 // 4]:
         assert get_or_none(c, key(i)) is None
+
+
+@pytest.fixture
+def freezable_fs(tmp_path):
+    """A small ext4 file system on a loop device, which the test can freeze
+    (`fsfreeze`): every write to it then blocks in the kernel, as on a
+    device that has stopped keeping up."""
+    image, mount = tmp_path / "fs.img", tmp_path / "mnt"
+    with open(image, "wb") as f:
+        f.truncate(48 * 1024 * 1024)
+    mount.mkdir()
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
+    if made.returncode == 0:
+        made = subprocess.run(["mount", "-o", "loop", str(image), str(mount)],
+                              capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a loop file system here: {made.stderr.strip()}")
+    yield mount
+    subprocess.run(["fsfreeze", "--unfreeze", str(mount)], capture_output=True)
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_stalled_device_answers_device_overload_then_recovers(freezable_fs, nodes):
+    # (freezable_fs first: its teardown runs after the node has stopped.)
+    # The device stops taking writes (its file system is frozen): the
+    # flusher blocks in its write, sealed blocks pile up to max-write-cache,
+    # then writes answer 18 (DEVICE_OVERLOAD) while reads go on. Once the
+    # device takes writes again the queue drains by itself, writes succeed,
+    # and every acknowledged write survives a restart.
+    node = nodes(config(freezable_fs / "ns.dat", flush_max_ms="60000",
+                        max_write_cache="128K")).start()
+    c = node.client()
+    c.put(key("before"), {"p": "b"})
+    acknowledged = []
+    subprocess.run(["fsfreeze", "--freeze", str(freezable_fs)], check=True)
+    try:
+        code = None
+        for i in range(2000):
+            try:
+                c.put(key(i), {"p": f"{i:04d}" * 250})
+                acknowledged.append(i)
+            except ex.AerospikeError as error:
+                code = error.code
+                break
+        assert code == 18, f"expected DEVICE_OVERLOAD after {len(acknowledged)} writes, got {code}"
+        # 2 sealed 64K blocks (the cache) plus the open one: ~175 records.
+        assert 100 < len(acknowledged) < 400, len(acknowledged)
+        assert int(node.stats()["storage-engine.write_q"]) >= 1
+        assert c.get(key("before"))[2] == {"p": "b"}
+        assert all(c.get(key(i))[2] == {"p": f"{i:04d}" * 250} for i in acknowledged)
+        with pytest.raises(ex.AerospikeError) as again:
+            c.put(key("refused"), {"p": "r" * 1000})
+        assert again.value.code == 18
+    finally:
+        subprocess.run(["fsfreeze", "--unfreeze", str(freezable_fs)], check=True)
+    wait_for(lambda: node.stats()["storage-engine.write_q"] == "0", timeout=10,
+             what="the write queue to drain")
+    c.put(key("after"), {"p": "a"})
+    node.stop()
+    node.start()
+    c = node.client()
+    assert all(c.get(key(i))[2] == {"p": f"{i:04d}" * 250} for i in acknowledged)
+    assert c.get(key("after"))[2] == {"p": "a"}
+    assert get_or_none(c, key("refused")) is None
+
+
+@pytest.fixture
+def loop_device(tmp_path):
+    backing = tmp_path / "disk.img"
+    with open(backing, "wb") as f:
+        f.truncate(24 * 1024 * 1024)
+    made = subprocess.run(["losetup", "--find", "--show", str(backing)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"no loop device here: {made.stderr.strip()}")
+    device = made.stdout.strip()
+    yield device
+    subprocess.run(["losetup", "--detach", device], check=False)
+
+
+def test_a_raw_block_device_holds_a_namespace_across_restarts(loop_device, nodes, tmp_path):
+    # `device PATH` with no filesize: the whole block device is used.
+    node = nodes(config(tmp_path / "unused", file=None, device=loop_device,
+                        filesize=None)).start()
+    c = node.client()
+    for i in range(2000):
+        c.put(key(i), {"i": i, "s": f"{i:05d}" * 20})
+    stats = node.stats()
+    blocks = (24 * 1024 * 1024 - FILE_HEADER) // BLOCK
+    assert int(stats["device_total_bytes"]) == blocks * BLOCK, stats
+    assert stats["storage-engine.file[0]"] == loop_device
+    node.stop()
+    node.start()
+    c = node.client()
+    assert int(node.stats()["objects"]) == 2000
+    assert all(c.get(key(i))[2] == {"i": i, "s": f"{i:05d}" * 20} for i in range(2000))
 
 
 def test_oversized_record_for_the_write_block_is_refused(nodes, tmp_path):
