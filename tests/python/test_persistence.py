@@ -735,6 +735,35 @@ def test_a_raw_block_device_holds_a_namespace_across_restarts(loop_device, nodes
     assert all(c.get(key(i))[2] == {"i": i, "s": f"{i:05d}" * 20} for i in range(2000))
 
 
+def test_eviction_follows_device_use_when_the_data_is_on_the_device(nodes, tmp_path):
+    # 4M file (60 blocks of 64K). Above evict-used-pct of the device holding
+    # live data, sweeps evict the soonest-expiring records; records without
+    # a TTL stay. Memory use (the index alone) is far below any mark.
+    node = nodes(config(tmp_path / "ns.dat", filesize="4M", evict_used_pct="20",
+                        stop_writes_used_pct="90")).start()
+    c = node.client()
+    value = "e" * 4000
+    for i in range(20):
+        c.put(key(f"forever-{i}"), {"v": value}, meta={"ttl": aerospike.TTL_NEVER_EXPIRE})
+    for i in range(200):  # 220 x ~4 KiB: about 23% of the device
+        c.put(key(f"ttl-{i}"), {"v": value}, meta={"ttl": 100000 + i})
+    stats = node.stats()
+    assert int(stats["device_used_pct"]) >= 20, stats
+    assert int(stats["memory_used_bytes"]) < 1024 * 1024, stats
+    stats = wait_for(lambda: (lambda st: st if int(st["evicted_objects"]) > 0 else False)(node.stats()),
+                     timeout=20, what="evicted_objects > 0")
+    assert int(stats["objects"]) < 220
+    assert all(c.exists(key(f"forever-{i}"))[1] is not None for i in range(20))
+    assert c.exists(key("ttl-0"))[1] is None, "the soonest-expiring record goes first"
+    assert c.exists(key("ttl-199"))[1] is not None
+    # Evictions are durable: they do not come back after a restart.
+    gone = [i for i in range(200) if c.exists(key(f"ttl-{i}"))[1] is None]
+    node.stop()
+    node.start()
+    c = node.client()
+    assert all(c.exists(key(f"ttl-{i}"))[1] is None for i in gone)
+
+
 def test_oversized_record_for_the_write_block_is_refused(nodes, tmp_path):
     node = nodes(config(tmp_path / "ns.dat")).start()
     c = node.client()
