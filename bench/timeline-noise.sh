@@ -10,7 +10,10 @@
 #   defrag-paced device file 2G, defrag-sleep 20000 (at most 50 blocks/s)
 #
 # and prints, for each, the median ops/s of the 40 s timeline, its worst
-# second and how many seconds fell below 90% of the median.
+# second and how many seconds fell below 90% of the median. For the device
+# configurations it also prints each second's storage activity (blocks
+# defragmented, records rewritten, blocks written, syncs) beside its
+# throughput (bench/storage_activity.py; SAMPLE=0 turns that off).
 #
 #   bench/timeline-noise.sh [config ...]      # default: all four
 set -euo pipefail
@@ -18,6 +21,7 @@ cd "$(dirname "$0")/.."
 PORT=${PORT:-3340}
 KEYS=${KEYS:-1000000}
 WORK=${WORK:-/tmp/bolide-timeline-noise}
+BOLIDED=${BOLIDED:-target/release/bolided}
 cargo build --release -q -p bolide-server -p bolide-bench
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(memory no-defrag defrag defrag-paced)
@@ -38,14 +42,23 @@ for config in "${configs[@]}"; do
     printf 'service {\n    service-threads 1\n}\nnetwork {\n    service {\n        port %s\n    }\n}\n' "$PORT"
     printf 'namespace test {\n'; storage "$config"; printf '}\n'
   } > "$WORK/bolide.conf"
-  taskset -c 1 target/release/bolided --config "$WORK/bolide.conf" > "$WORK/server.log" 2>&1 &
+  taskset -c 1 "$BOLIDED" --config "$WORK/bolide.conf" > "$WORK/server.log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do ss -ltn | grep -q ":$PORT " && break; sleep 0.1; done
   bench="taskset -c 0 target/release/bolide-bench -p $PORT -o S:100 -c 32 --depth 1 -k $KEYS"
   $bench -w I > /dev/null
   $bench -w RU,50 -d 20s > /dev/null
+  sampler=
+  if [ "${SAMPLE:-1}" = 1 ] && [ "$config" != memory ]; then
+    taskset -c 0 python3 bench/storage_activity.py sample "$PORT" 42 "$WORK/activity.jsonl" &
+    sampler=$!
+    sleep 0.5
+  fi
+  start=$(date +%s.%N)
   $bench -w RU,50 -d 40s --json "$WORK/timeline.json" > /dev/null
+  [ -z "$sampler" ] || wait "$sampler"
   kill "$pid"; wait "$pid" || true
+  [ -z "$sampler" ] || python3 bench/storage_activity.py report "$WORK/timeline.json" "$start" "$WORK/activity.jsonl"
   python3 - "$config" "$WORK/timeline.json" <<'PY'
 import json, statistics, sys
 config, path = sys.argv[1:]

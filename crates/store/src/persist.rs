@@ -18,6 +18,23 @@ use std::time::{Duration, Instant};
 const DEFRAG_IDLE: Duration = Duration::from_millis(10);
 /// Blocks defragmented per pass before the candidates are chosen afresh.
 const DEFRAG_BATCH: usize = 64;
+/// While space is plentiful, defrag moves at most this many times the
+/// rate at which blocks are being written. In a steady state defrag runs at
+/// about the write rate (each block it empties makes room for one), so this
+/// leaves room to catch up while keeping bursts (many blocks crossing the
+/// mark together, as the blocks of an initial load do) from taking the
+/// CPU from client work all at once.
+const DEFRAG_RATE_NUMERATOR: u64 = 5;
+const DEFRAG_RATE_DENOMINATOR: u64 = 4;
+/// Bytes of blocks per second defrag may always move, however few blocks
+/// are being written (an idle node still cleans up, at a modest pace).
+const DEFRAG_RATE_FLOOR_BYTES: u64 = 8 << 20;
+/// Blocks of credit defrag may save up while it has nothing to do.
+const DEFRAG_BURST_BLOCKS: f64 = 4.0;
+/// Space is tight below this share of free blocks (plus twice
+/// `min-avail-pct`): defrag then runs unpaced and asks for its copies to
+/// be made durable at once, so emptied blocks come back soonest.
+const DEFRAG_TIGHT_EXTRA_PCT: u32 = 10;
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// Threads rebuilding the index at a cold start (one per core, at most).
 const COLD_START_THREADS_MAX: usize = 8;
@@ -594,17 +611,19 @@ impl Namespace {
         };
         let pause = Duration::from_micros(device.config.defrag_sleep_us);
         let mut buf = Vec::new();
+        let mut pacer = DefragPacer::new(&device);
         while !stop.load(Relaxed) {
             let candidates = device.defrag_candidates(DEFRAG_BATCH);
             if candidates.is_empty() {
-                if device.has_pending_free() {
+                if device.has_pending_free() && space_is_tight(&device) {
                     device.flush_soon();
                 }
+                pacer.idle(&device);
                 std::thread::sleep(DEFRAG_IDLE);
                 continue;
             }
             for block in candidates {
-                if stop.load(Relaxed) {
+                if stop.load(Relaxed) || !pacer.wait_for_turn(&device, stop) {
                     return;
                 }
                 if !device.claim_for_defrag(block) {
@@ -622,8 +641,11 @@ impl Namespace {
                     std::thread::sleep(pause);
                 }
             }
-            // Get the copies durable so the emptied blocks come back soon.
-            device.flush_soon();
+            // With space tight, get the copies durable now so the emptied
+            // blocks come back soon; otherwise the flusher's timer does it.
+            if space_is_tight(&device) {
+                device.flush_soon();
+            }
         }
     }
 
@@ -696,6 +718,82 @@ impl Namespace {
         }
         // Whatever is left are tombstones that could not be read: harmless.
         true
+    }
+}
+
+/// Whether free blocks are few enough that defrag must not wait.
+fn space_is_tight(device: &Device) -> bool {
+    device.available_pct() < device.config.min_avail_pct * 2 + DEFRAG_TIGHT_EXTRA_PCT
+}
+
+/// Paces defrag to the rate blocks are being written (a token bucket
+/// refilled at [`DEFRAG_RATE_NUMERATOR`]/[`DEFRAG_RATE_DENOMINATOR`] times
+/// that rate, at least [`DEFRAG_RATE_FLOOR_BYTES`] a second), unless space
+/// is tight.
+struct DefragPacer {
+    tokens: f64,
+    last: Instant,
+    /// Blocks written as of the start of the current measuring window.
+    window_start: (Instant, u64),
+    /// Blocks written per second, smoothed.
+    write_rate: f64,
+    floor: f64,
+}
+
+impl DefragPacer {
+    fn new(device: &Device) -> DefragPacer {
+        let now = Instant::now();
+        DefragPacer {
+            tokens: DEFRAG_BURST_BLOCKS,
+            last: now,
+            window_start: (now, device.stats.blocks_written.load(Relaxed)),
+            write_rate: 0.0,
+            floor: (DEFRAG_RATE_FLOOR_BYTES / device.block_size().max(1) as u64).max(1) as f64,
+        }
+    }
+
+    fn allowed_rate(&self) -> f64 {
+        (self.write_rate * DEFRAG_RATE_NUMERATOR as f64 / DEFRAG_RATE_DENOMINATOR as f64)
+            .max(self.floor)
+    }
+
+    /// Adds the credit earned since the last call and updates the write
+    /// rate once per second.
+    fn refill(&mut self, device: &Device) {
+        let now = Instant::now();
+        let (since, written_then) = self.window_start;
+        let window = now.duration_since(since).as_secs_f64();
+        if window >= 1.0 {
+            let written = device.stats.blocks_written.load(Relaxed);
+            let rate = written.saturating_sub(written_then) as f64 / window;
+            self.write_rate = (self.write_rate + rate) / 2.0;
+            self.window_start = (now, written);
+        }
+        let elapsed = now.duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * self.allowed_rate()).min(DEFRAG_BURST_BLOCKS);
+    }
+
+    /// Nothing to defragment: credit still accrues, up to the burst.
+    fn idle(&mut self, device: &Device) {
+        self.refill(device);
+    }
+
+    /// Waits until one more block may be defragmented (at once when space
+    /// is tight). False if asked to stop meanwhile.
+    fn wait_for_turn(&mut self, device: &Device, stop: &AtomicBool) -> bool {
+        loop {
+            if stop.load(Relaxed) {
+                return false;
+            }
+            self.refill(device);
+            if self.tokens >= 1.0 || space_is_tight(device) {
+                self.tokens = (self.tokens - 1.0).max(0.0);
+                return true;
+            }
+            let short = (1.0 - self.tokens) / self.allowed_rate();
+            std::thread::sleep(Duration::from_secs_f64(short.clamp(0.001, 0.05)));
+        }
     }
 }
 
@@ -986,6 +1084,30 @@ mod tests {
         drop(namespace);
         let (namespace, threads) = open(dir.path());
         assert_eq!(value_of(&namespace, 1), None);
+        threads.shutdown();
+    }
+
+    #[test]
+    fn defrag_is_paced_while_space_is_plentiful() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (namespace, threads) = open(dir.path());
+        let device = namespace.device().expect("device");
+        assert!(!space_is_tight(device));
+        let mut pacer = DefragPacer::new(device);
+        let stop = AtomicBool::new(false);
+        // Nothing written: the floor, 8 MiB/s of 64 KiB blocks = 128/s.
+        let started = Instant::now();
+        for _ in 0..4 + 32 {
+            assert!(pacer.wait_for_turn(device, &stop));
+        }
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(200),
+            "32 blocks past the burst took {took:?}"
+        );
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        stop.store(true, Relaxed);
+        assert!(!pacer.wait_for_turn(device, &stop));
         threads.shutdown();
     }
 
