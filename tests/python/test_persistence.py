@@ -735,6 +735,51 @@ def test_a_raw_block_device_holds_a_namespace_across_restarts(loop_device, nodes
     assert all(c.get(key(i))[2] == {"i": i, "s": f"{i:05d}" * 20} for i in range(2000))
 
 
+def test_failed_device_writes_are_retried_and_nothing_acknowledged_is_lost(loop_device, nodes, tmp_path):
+    # The raw device refuses writes for a while (`blockdev --setro`: every
+    # pwrite fails with EPERM). The flusher keeps the blocks and writes them
+    # again once the device takes writes; reads go on, writes are
+    # acknowledged from memory until max-write-cache, then answer 18; and
+    # after the device is back every acknowledged write survives a restart.
+    node = nodes(config(tmp_path / "unused", file=None, device=loop_device, filesize=None,
+                        flush_max_ms="100", max_write_cache="256K")).start()
+    c = node.client()
+    value = lambda i: {"i": i, "s": f"{i:05d}" * 40}
+    for i in range(300):
+        c.put(key(i), value(i))
+    acknowledged = list(range(300))
+    subprocess.run(["blockdev", "--setro", loop_device], check=True)
+    try:
+        refused = 0
+        for i in range(300, 2300):
+            try:
+                c.put(key(i), value(i))
+                acknowledged.append(i)
+            except ex.AerospikeError as error:
+                assert error.code == 18, error
+                refused += 1
+            if refused >= 3:
+                break
+        assert refused == 3, "writes must answer 18 once the write cache is full"
+        stats = wait_for(lambda: (lambda st: st if int(st["storage-engine.write_errors"]) > 0
+                                  else False)(node.stats()), timeout=10, what="write_errors > 0")
+        assert stats["storage-engine.write_failing"] == "true", stats
+        assert "storage write failed: retrying" in node.log()
+        assert all(c.get(key(i))[2] == value(i) for i in acknowledged[::7])
+    finally:
+        subprocess.run(["blockdev", "--setrw", loop_device], check=True)
+    wait_for(lambda: node.stats()["storage-engine.write_failing"] == "false"
+             and node.stats()["storage-engine.write_q"] == "0", timeout=15,
+             what="the flusher to catch up once the device takes writes")
+    assert "storage writes succeed again" in node.log()
+    c.put(key("after"), {"ok": 1})
+    node.stop()
+    node.start()
+    c = node.client()
+    assert int(node.stats()["objects"]) == len(acknowledged) + 1
+    assert all(c.get(key(i))[2] == value(i) for i in acknowledged)
+
+
 def test_eviction_follows_device_use_when_the_data_is_on_the_device(nodes, tmp_path):
     # 4M file (60 blocks of 64K). Above evict-used-pct of the device holding
     # live data, sweeps evict the soonest-expiring records; records without

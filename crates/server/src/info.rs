@@ -369,7 +369,7 @@ fn device_info(text: &mut String, device: &bolide_store::device::Device) {
          storage-engine.write_q={};storage-engine.defrag_q={};\
          storage-engine.defrag_blocks={};storage-engine.defrag_reads={};storage-engine.defrag_writes={};\
          storage-engine.blocks_written={};storage-engine.partial_flushes={};storage-engine.syncs={};\
-         storage-engine.tombstones_dropped={};storage-engine.write_errors={};\
+         storage-engine.tombstones_dropped={};storage-engine.write_errors={};storage-engine.write_failing={};\
          cold_start_ms={};cold_start_records={};cold_start_blocks={};\
          cold_start_damaged_entries={};cold_start_bad_blocks={};\
          storage-engine.filesize={};storage-engine.write-block-size={};storage-engine.flush-max-ms={};\
@@ -392,6 +392,7 @@ fn device_info(text: &mut String, device: &bolide_store::device::Device) {
         load(&stats.syncs),
         load(&stats.tombstones_dropped),
         load(&stats.write_errors),
+        device.is_failing(),
         load(&stats.cold_start_ms),
         load(&stats.cold_start_records),
         load(&stats.cold_start_blocks),

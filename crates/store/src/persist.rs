@@ -31,10 +31,19 @@ const DEFRAG_RATE_DENOMINATOR: u64 = 4;
 const DEFRAG_RATE_FLOOR_BYTES: u64 = 8 << 20;
 /// Blocks of credit defrag may save up while it has nothing to do.
 const DEFRAG_BURST_BLOCKS: f64 = 4.0;
-/// Space is tight below this share of free blocks (plus twice
-/// `min-avail-pct`): defrag then runs unpaced and asks for its copies to
-/// be made durable at once, so emptied blocks come back soonest.
-const DEFRAG_TIGHT_EXTRA_PCT: u32 = 10;
+/// Defrag is paced only with room to spare: at least this share of the
+/// blocks free (or twice `min-avail-pct` plus 10, if that is more), at
+/// least [`DEFRAG_PACED_MIN_FREE_BYTES`] free, and enough free blocks for
+/// [`DEFRAG_HEADROOM_SECONDS`] of writes at the current rate. Otherwise
+/// space is tight: defrag runs unpaced and asks for its copies to be made
+/// durable at once, so emptied blocks come back soonest. (Pacing holds
+/// work back; near the mark, or on a small device, a surge of writes could
+/// reach stop-writes before paced defrag caught up.)
+const DEFRAG_PACED_MIN_AVAIL_PCT: u32 = 50;
+const DEFRAG_PACED_MIN_FREE_BYTES: u64 = 256 << 20;
+const DEFRAG_HEADROOM_SECONDS: f64 = 10.0;
+/// How often the pacer measures the block write rate.
+const DEFRAG_RATE_WINDOW: Duration = Duration::from_millis(250);
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// Threads rebuilding the index at a cold start (one per core, at most).
 const COLD_START_THREADS_MAX: usize = 8;
@@ -615,7 +624,7 @@ impl Namespace {
         while !stop.load(Relaxed) {
             let candidates = device.defrag_candidates(DEFRAG_BATCH);
             if candidates.is_empty() {
-                if device.has_pending_free() && space_is_tight(&device) {
+                if device.has_pending_free() && pacer.space_is_tight(&device) {
                     device.flush_soon();
                 }
                 pacer.idle(&device);
@@ -643,7 +652,7 @@ impl Namespace {
             }
             // With space tight, get the copies durable now so the emptied
             // blocks come back soon; otherwise the flusher's timer does it.
-            if space_is_tight(&device) {
+            if pacer.space_is_tight(&device) {
                 device.flush_soon();
             }
         }
@@ -722,10 +731,6 @@ impl Namespace {
 }
 
 /// Whether free blocks are few enough that defrag must not wait.
-fn space_is_tight(device: &Device) -> bool {
-    device.available_pct() < device.config.min_avail_pct * 2 + DEFRAG_TIGHT_EXTRA_PCT
-}
-
 /// Paces defrag to the rate blocks are being written (a token bucket
 /// refilled at [`DEFRAG_RATE_NUMERATOR`]/[`DEFRAG_RATE_DENOMINATOR`] times
 /// that rate, at least [`DEFRAG_RATE_FLOOR_BYTES`] a second), unless space
@@ -757,13 +762,22 @@ impl DefragPacer {
             .max(self.floor)
     }
 
+    /// Whether space is tight (see [`DEFRAG_PACED_MIN_AVAIL_PCT`]).
+    fn space_is_tight(&self, device: &Device) -> bool {
+        let free = u64::from(device.free_blocks());
+        device.available_pct()
+            < DEFRAG_PACED_MIN_AVAIL_PCT.max(device.config.min_avail_pct * 2 + 10)
+            || free * device.block_size() as u64 <= DEFRAG_PACED_MIN_FREE_BYTES
+            || (free as f64) < self.write_rate * DEFRAG_HEADROOM_SECONDS
+    }
+
     /// Adds the credit earned since the last call and updates the write
-    /// rate once per second.
+    /// rate every [`DEFRAG_RATE_WINDOW`].
     fn refill(&mut self, device: &Device) {
         let now = Instant::now();
         let (since, written_then) = self.window_start;
         let window = now.duration_since(since).as_secs_f64();
-        if window >= 1.0 {
+        if window >= DEFRAG_RATE_WINDOW.as_secs_f64() {
             let written = device.stats.blocks_written.load(Relaxed);
             let rate = written.saturating_sub(written_then) as f64 / window;
             self.write_rate = (self.write_rate + rate) / 2.0;
@@ -787,7 +801,7 @@ impl DefragPacer {
                 return false;
             }
             self.refill(device);
-            if self.tokens >= 1.0 || space_is_tight(device) {
+            if self.tokens >= 1.0 || self.space_is_tight(device) {
                 self.tokens = (self.tokens - 1.0).max(0.0);
                 return true;
             }
@@ -1088,12 +1102,33 @@ mod tests {
     }
 
     #[test]
-    fn defrag_is_paced_while_space_is_plentiful() {
+    fn defrag_is_paced_only_while_space_is_plentiful() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (namespace, threads) = open(dir.path());
+        // The usual small test device: always tight, never paced.
+        let (small, threads) = open(dir.path());
+        let device = small.device().expect("device");
+        let pacer = DefragPacer::new(device);
+        assert!(
+            pacer.space_is_tight(device),
+            "4 MiB is under the 256 MiB floor"
+        );
+        threads.shutdown();
+        // 320 MiB of blocks, all free.
+        let mut config = config(&dir.path().join("big"), false);
+        std::fs::create_dir_all(dir.path().join("big")).expect("dir");
+        if let Some(device) = config.device.as_mut() {
+            device.file_size = FILE_HEADER_BYTES + 5120 * 64 * 1024;
+        }
+        let namespace = Arc::new(Namespace::open(config).expect("open"));
+        let threads = namespace.start_storage().expect("persistent");
         let device = namespace.device().expect("device");
-        assert!(!space_is_tight(device));
         let mut pacer = DefragPacer::new(device);
+        assert!(!pacer.space_is_tight(device));
+        // A write rate that would use up the free blocks in under 10 s
+        // makes space tight.
+        pacer.write_rate = 600.0;
+        assert!(pacer.space_is_tight(device));
+        pacer.write_rate = 0.0;
         let stop = AtomicBool::new(false);
         // Nothing written: the floor, 8 MiB/s of 64 KiB blocks = 128/s.
         let started = Instant::now();

@@ -41,6 +41,13 @@ const OFFSET_BITS: u32 = 24;
 /// Largest write block: offsets must fit in [`OFFSET_BITS`].
 pub const WRITE_BLOCK_MAX: u32 = 8 * 1024 * 1024;
 pub const WRITE_BLOCK_MIN: u32 = 4096;
+/// First pause before writing again after a failed write; it doubles up to
+/// [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// Attempts a shutting-down flusher makes on a failing device before it
+/// gives up (about 10 s with the pauses).
+const SHUTDOWN_RETRIES: u32 = 15;
 
 /// Settings of a persistent namespace's storage.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,6 +206,8 @@ pub struct Device {
     durable_signal: Condvar,
     durable_watch: tokio::sync::watch::Sender<u64>,
     failed: AtomicBool,
+    /// The last write or sync failed; the flusher retries.
+    failing: AtomicBool,
     meta_slot: Mutex<(usize, u64)>,
     pub stats: DeviceStats,
 }
@@ -349,6 +358,7 @@ impl Device {
             durable_signal: Condvar::new(),
             durable_watch,
             failed: AtomicBool::new(false),
+            failing: AtomicBool::new(false),
             meta_slot: Mutex::new((0, 0)),
             stats: DeviceStats::default(),
             config,
@@ -818,21 +828,20 @@ impl Device {
         let flush_every = Duration::from_millis(self.config.flush_max_ms.max(1));
         let mut next_timed = Instant::now() + flush_every;
         let mut scratch: Vec<u8> = Vec::new();
+        let mut backoff = RETRY_FIRST;
+        let mut shutdown_retries = 0u32;
         loop {
-            let (sealed, commit, shutdown) = {
+            let (commit, shutdown) = {
                 let mut queue = self.queue.lock();
                 while queue.sealed.is_empty()
+                    && queue.writing.is_empty()
                     && !queue.commit_requested
                     && !queue.shutdown
                     && Instant::now() < next_timed
                 {
                     self.queue_signal.wait_until(&mut queue, next_timed);
                 }
-                (
-                    queue.sealed.len(),
-                    std::mem::take(&mut queue.commit_requested),
-                    queue.shutdown,
-                )
+                (std::mem::take(&mut queue.commit_requested), queue.shutdown)
             };
             let timed = Instant::now() >= next_timed;
             if timed {
@@ -840,7 +849,7 @@ impl Device {
             }
             // Snapshot the open block first: every block sealed before the
             // snapshot is then in the queue drained below (lock order).
-            let partial = if commit || timed || shutdown {
+            let partial = if commit || timed || shutdown || self.is_failing() {
                 let mut writer = self.writer.lock();
                 if writer.open && writer.used > writer.flushed {
                     let from = writer.flushed & !4095;
@@ -855,39 +864,74 @@ impl Device {
             } else {
                 None
             };
-            // The blocks stay readable in `writing` until they are written.
-            let drained: Vec<(u32, u64, Arc<Vec<u8>>)> = {
+            // The blocks stay readable in `writing` until they are written;
+            // blocks whose write failed stay there and go again first.
+            let to_write: Vec<(u32, u64, Arc<Vec<u8>>)> = {
                 let mut queue = self.queue.lock();
                 let queue = &mut *queue;
-                let drained = queue
-                    .sealed
+                queue.writing.extend(queue.sealed.drain(..));
+                queue
+                    .writing
                     .iter()
                     .map(|s| (s.block, s.seq, Arc::clone(&s.buf)))
-                    .collect();
-                queue.writing.extend(queue.sealed.drain(..));
-                drained
+                    .collect()
             };
-            let _ = sealed;
             let mut reached = 0u64;
             let mut ok = true;
-            for (block, seq, buf) in &drained {
-                ok &= self.write_at(*block, 0, buf);
+            for (block, seq, buf) in &to_write {
+                ok = ok && self.write_at(*block, 0, buf);
                 reached = reached.max(position(*seq, (1 << OFFSET_BITS) - 1));
-                self.stats.blocks_written.fetch_add(1, Ordering::Relaxed);
             }
-            drop(drained);
+            let written_blocks = to_write.len();
+            drop(to_write);
             if let Some((block, seq, from, used)) = partial {
-                ok &= self.write_at(block, from, &scratch);
+                ok = ok && self.write_at(block, from, &scratch);
                 reached = reached.max(position(seq, used));
-                self.stats.partial_flushes.fetch_add(1, Ordering::Relaxed);
             }
             if reached > 0 && ok {
-                ok &= self.sync_all();
+                ok = self.sync_all();
             }
             if !ok {
-                tracing::error!("storage write failed: the namespace stops taking writes");
+                // Nothing of this round counts as durable. The blocks stay in
+                // `writing`, the open block's unflushed mark goes back, and
+                // all of it is written again after a pause: a device that
+                // comes back loses nothing. Meanwhile writes go on into
+                // memory until max-write-cache, then answer 18.
                 self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
-                self.set_failed();
+                if let Some((block, seq, from, _)) = partial {
+                    let mut writer = self.writer.lock();
+                    if writer.open && writer.block == block && writer.seq == seq {
+                        writer.flushed = writer.flushed.min(from);
+                    }
+                }
+                if !self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        "storage write failed: retrying until the device takes writes again"
+                    );
+                }
+                if shutdown {
+                    shutdown_retries += 1;
+                    if shutdown_retries >= SHUTDOWN_RETRIES {
+                        tracing::error!(
+                            "storage still failing at shutdown: giving up on the blocks not yet written"
+                        );
+                        self.set_failed();
+                        return;
+                    }
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(RETRY_MAX);
+                continue;
+            }
+            backoff = RETRY_FIRST;
+            if self.failing.swap(false, Ordering::Relaxed) {
+                tracing::warn!("storage writes succeed again");
+            }
+            self.stats
+                .blocks_written
+                .fetch_add(written_blocks as u64, Ordering::Relaxed);
+            if partial.is_some() {
+                self.stats.partial_flushes.fetch_add(1, Ordering::Relaxed);
             }
             {
                 let mut queue = self.queue.lock();
@@ -911,17 +955,23 @@ impl Device {
                     }
                 }
             }
-            if reached > 0 && ok {
+            if reached > 0 {
                 self.publish_durable(reached);
             }
             self.release_pending_free();
             if shutdown {
                 let queue = self.queue.lock();
-                if queue.sealed.is_empty() {
+                if queue.sealed.is_empty() && queue.writing.is_empty() {
                     return;
                 }
             }
         }
+    }
+
+    /// Whether the last attempt to write to the device failed (writes are
+    /// being retried).
+    pub fn is_failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
     }
 
     fn publish_durable(&self, reached: u64) {
@@ -953,9 +1003,14 @@ impl Device {
         }
         // Erase the headers first: a freed block must never be read back
         // at a cold start (its stale versions could outlive a dropped
-        // tombstone).
+        // tombstone). If that fails they stay pending and go again later.
         if !self.erase_headers(&ready) {
-            self.set_failed();
+            self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            self.failing.store(true, Ordering::Relaxed);
+            let mut queue = self.queue.lock();
+            queue
+                .pending_free
+                .extend(ready.into_iter().map(|id| (id, 0)));
             return;
         }
         let mut free = self.free.lock();
