@@ -794,6 +794,7 @@ def test_eviction_follows_device_use_when_the_data_is_on_the_device(nodes, tmp_p
         c.put(key(f"ttl-{i}"), {"v": value}, meta={"ttl": 100000 + i})
     stats = node.stats()
     assert int(stats["device_used_pct"]) >= 20, stats
+    assert stats["hwm_breached"] == "true", stats
     assert int(stats["memory_used_bytes"]) < 1024 * 1024, stats
     stats = wait_for(lambda: (lambda st: st if int(st["evicted_objects"]) > 0 else False)(node.stats()),
                      timeout=20, what="evicted_objects > 0")

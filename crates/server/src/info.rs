@@ -319,7 +319,7 @@ pub fn namespace_info(namespace: &Namespace) -> String {
         config.memory_size_bytes,
         used.saturating_mul(100) / config.memory_size_bytes.max(1),
         namespace.is_stop_writes(),
-        config.evict_used_percent != 0 && used >= config.memory_size_bytes / 100 * u64::from(config.evict_used_percent),
+        namespace.hwm_breached(),
         load(&stats.expired_objects),
         load(&stats.evicted_objects),
         load(&stats.nsup_cycle_duration_ms),

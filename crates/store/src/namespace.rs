@@ -477,6 +477,12 @@ impl Namespace {
         evicted
     }
 
+    /// Whether eviction is on and use is over its mark (`hwm_breached`).
+    pub fn hwm_breached(&self) -> bool {
+        let percent = u64::from(self.config.evict_used_percent);
+        percent != 0 && self.over_eviction_mark(percent)
+    }
+
     /// Whether use is at or above `percent`: of the device when the data
     /// lives there, else of the memory budget.
     fn over_eviction_mark(&self, percent: u64) -> bool {
