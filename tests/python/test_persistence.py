@@ -780,6 +780,38 @@ def test_failed_device_writes_are_retried_and_nothing_acknowledged_is_lost(loop_
     assert all(c.get(key(i))[2] == value(i) for i in acknowledged)
 
 
+def test_commit_to_device_writes_wait_out_a_failing_device(loop_device, nodes, tmp_path):
+    # With commit-to-device a write is answered only once durable. While the
+    # device refuses writes the answer waits (the client times out: the
+    # write is in doubt); once the device takes writes again the retried
+    # flush makes it durable and later writes are answered at once.
+    node = nodes(config(tmp_path / "unused", file=None, device=loop_device, filesize=None,
+                        commit_to_device="true")).start()
+    c = node.client()
+    c.put(key("before"), {"v": 1})
+    subprocess.run(["blockdev", "--setro", loop_device], check=True)
+    try:
+        with pytest.raises(ex.TimeoutError):
+            c.put(key("in-doubt"), {"v": 2}, policy={"total_timeout": 700, "max_retries": 0})
+        stats = node.stats()
+        assert stats["storage-engine.write_failing"] == "true", stats
+    finally:
+        subprocess.run(["blockdev", "--setrw", loop_device], check=True)
+    wait_for(lambda: node.stats()["storage-engine.write_failing"] == "false", timeout=10,
+             what="the retried flush to succeed")
+    started = time.monotonic()
+    c.put(key("after"), {"v": 3})
+    assert time.monotonic() - started < 0.5
+    node.kill9()
+    node.start()
+    c = node.client()
+    assert c.get(key("before"))[2] == {"v": 1}
+    assert c.get(key("after"))[2] == {"v": 3}
+    # The in-doubt write was appended before the failure and made durable
+    # by the retry.
+    assert c.get(key("in-doubt"))[2] == {"v": 2}
+
+
 def test_eviction_follows_device_use_when_the_data_is_on_the_device(nodes, tmp_path):
     # 4M file (60 blocks of 64K). Above evict-used-pct of the device holding
     # live data, sweeps evict the soonest-expiring records; records without
