@@ -358,3 +358,40 @@ def test_filter_logic_and_metadata_on_scans_and_batches(client, fresh_set):
         [(NS, fresh_set, i) for i in range(8)], policy={"expressions": exp.LT(exp.IntBin("i"), 4).compile()}
     )
     assert [r.result for r in batch.batch_records] == [0, 0, 0, 0, 27, 27, 27, 27]
+
+
+def test_regex_filters_as_posix_regcomp_reads_them(client, fresh_set):
+    names = ["alpha", "Alpha", "beta", "alpha+beta", "(alpha)", "line1\nalpha", "gamma.delta", "ab", "abab"]
+    for i, name in enumerate(names):
+        client.put((NS, fresh_set, i), {"name": name, "n": i})
+
+    def matching(flags, pattern):
+        expression = exp.CmpRegex(flags, pattern, exp.StrBin("name")).compile()
+        return sorted(b["name"] for _, _, b in client.query(NS, fresh_set).results({"expressions": expression}))
+
+    assert matching(aerospike.REGEX_NONE, "^alpha") == ["alpha", "alpha+beta"]
+    assert matching(aerospike.REGEX_ICASE, "^alpha$") == ["Alpha", "alpha"]
+    # Basic syntax: "+" and "(" are literals, "\(...\)" groups.
+    assert matching(aerospike.REGEX_NONE, "a+b") == ["alpha+beta"]
+    assert matching(aerospike.REGEX_NONE, "^(alpha)$") == ["(alpha)"]
+    assert matching(aerospike.REGEX_NONE, r"^\(ab\)*$") == ["ab", "abab"]
+    # Extended syntax: "+", "|" and "()" are operators.
+    assert matching(aerospike.REGEX_EXTENDED, "^(ab)+$") == ["ab", "abab"]
+    assert matching(aerospike.REGEX_EXTENDED, "^(beta|gamma)") == ["beta", "gamma.delta"]
+    assert matching(aerospike.REGEX_EXTENDED, r"a\.d") == ["gamma.delta"]
+    assert matching(aerospike.REGEX_EXTENDED, "^[[:upper:]]") == ["Alpha"]
+    # Without REG_NEWLINE "^" is the start of the string only; with it, of any line.
+    assert matching(aerospike.REGEX_NONE, "^alpha$") == ["alpha"]
+    assert matching(aerospike.REGEX_NEWLINE, "^alpha$") == ["alpha", "line1\nalpha"]
+    # On a single record: FILTERED_OUT when it does not match; a bin that is
+    # not a string never matches.
+    key = (NS, fresh_set, 2)
+    assert client.get(key, {"expressions": exp.CmpRegex(0, "^be", exp.StrBin("name")).compile()})[2]["n"] == 2
+    with pytest.raises(ex.FilteredOut):
+        client.get(key, {"expressions": exp.CmpRegex(0, "^al", exp.StrBin("name")).compile()})
+    with pytest.raises(ex.FilteredOut):
+        client.get(key, {"expressions": exp.CmpRegex(0, ".*", exp.StrBin("n")).compile()})
+    # A pattern that does not compile is a bad request.
+    with pytest.raises(ex.InvalidRequest):
+        client.get(key, {"expressions": exp.CmpRegex(aerospike.REGEX_EXTENDED, "(unclosed",
+                                                     exp.StrBin("name")).compile()})

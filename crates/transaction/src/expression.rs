@@ -24,6 +24,7 @@ mod code {
     pub const GE: i64 = 4;
     pub const LT: i64 = 5;
     pub const LE: i64 = 6;
+    pub const CMP_REGEX: i64 = 7;
     pub const AND: i64 = 16;
     pub const OR: i64 = 17;
     pub const NOT: i64 = 18;
@@ -63,11 +64,146 @@ pub enum Expr {
     Or(Vec<Expr>),
     Not(Box<Expr>),
     Exclusive(Vec<Expr>),
-    Bin { name: Vec<u8>, kind: i64 },
+    Bin {
+        name: Vec<u8>,
+        kind: i64,
+    },
     BinType(Vec<u8>),
     Key(i64),
     Meta(i64),
     DigestModulo(i64),
+    /// True if the string `subject` evaluates to matches.
+    Regex(PosixRegex, Box<Expr>),
+}
+
+/// A POSIX regular expression (as `regcomp` takes it), compiled once per
+/// request.
+#[derive(Clone, Debug)]
+pub struct PosixRegex(regex::bytes::Regex);
+
+impl PartialEq for PosixRegex {
+    fn eq(&self, other: &PosixRegex) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+/// `regcomp` flags as the clients send them (glibc's values).
+mod regex_flag {
+    pub const EXTENDED: i64 = 1;
+    pub const ICASE: i64 = 2;
+    pub const NEWLINE: i64 = 8;
+}
+
+/// Compiled patterns larger than this are refused (a request must not make
+/// the server build an unbounded automaton).
+const REGEX_SIZE_MAX: usize = 1 << 20;
+
+impl PosixRegex {
+    /// Compiles a POSIX basic (or, with REG_EXTENDED, extended) regular
+    /// expression with `regcomp`'s flags: REG_ICASE ignores case;
+    /// REG_NEWLINE makes `.` and bracket lists stop at newlines and `^`/`$`
+    /// match at them. A pattern that does not compile is PARAMETER.
+    pub fn compile(pattern: &[u8], flags: i64) -> Result<PosixRegex, ResultCode> {
+        let pattern = std::str::from_utf8(pattern).map_err(|_| ResultCode::Parameter)?;
+        let translated = translate_posix(pattern, flags & regex_flag::EXTENDED != 0);
+        let newline = flags & regex_flag::NEWLINE != 0;
+        regex::bytes::RegexBuilder::new(&translated)
+            .case_insensitive(flags & regex_flag::ICASE != 0)
+            .multi_line(newline)
+            .dot_matches_new_line(!newline)
+            .unicode(false)
+            .size_limit(REGEX_SIZE_MAX)
+            .build()
+            .map(PosixRegex)
+            .map_err(|_| ResultCode::Parameter)
+    }
+
+    pub fn is_match(&self, subject: &[u8]) -> bool {
+        self.0.is_match(subject)
+    }
+}
+
+/// Rewrites a POSIX pattern in the syntax of the `regex` crate. In a basic
+/// expression `\(`, `\)`, `\{`, `\}`, `\|`, `\+` and `\?` are the operators
+/// and the bare characters are literals (the reverse of extended syntax);
+/// inside a bracket list a backslash is an ordinary character.
+fn translate_posix(pattern: &str, extended: bool) -> String {
+    const SWAPPED: &[char] = &['(', ')', '{', '}', '|', '+', '?'];
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut chars = pattern.chars().peekable();
+    // Where a `*` has nothing to repeat (the start, after a leading `^` or
+    // a group's opening) basic syntax reads it as a literal.
+    let mut star_is_literal = !extended;
+    while let Some(c) = chars.next() {
+        let at_group_start = std::mem::replace(&mut star_is_literal, false);
+        match c {
+            '*' if at_group_start => out.push_str("\\*"),
+            '^' if at_group_start => {
+                out.push('^');
+                star_is_literal = true;
+            }
+            // Elsewhere basic syntax reads `^` as a literal, and `$` too
+            // unless it ends the pattern or a group.
+            '^' if !extended => out.push_str("\\^"),
+            '$' if !extended
+                && chars.peek().is_some()
+                && !chars.clone().take(2).eq(['\\', ')']) =>
+            {
+                out.push_str("\\$")
+            }
+            '[' => {
+                // Copy the bracket list; `]` first (or after `^`) is literal.
+                out.push('[');
+                if chars.peek() == Some(&'^') {
+                    chars.next();
+                    out.push('^');
+                }
+                if chars.peek() == Some(&']') {
+                    chars.next();
+                    out.push_str("\\]");
+                }
+                while let Some(inner) = chars.next() {
+                    match inner {
+                        ']' => {
+                            out.push(']');
+                            break;
+                        }
+                        '\\' => out.push_str("\\\\"),
+                        '[' if matches!(chars.peek(), Some(':' | '.' | '=')) => {
+                            // A class like [:alpha:]: copy through its `]`.
+                            out.push('[');
+                            for class in chars.by_ref() {
+                                out.push(class);
+                                if class == ']' {
+                                    break;
+                                }
+                            }
+                        }
+                        '[' => out.push_str("\\["),
+                        other => out.push(other),
+                    }
+                }
+            }
+            '\\' if !extended && chars.peek().is_some_and(|next| SWAPPED.contains(next)) => {
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                    star_is_literal = next == '(';
+                }
+            }
+            '\\' => {
+                out.push('\\');
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                }
+            }
+            c if !extended && SWAPPED.contains(&c) => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -189,6 +325,17 @@ fn parse_call(
                 children(1, reader)?.pop().ok_or(ResultCode::Parameter)?,
             ))
         }
+        code::CMP_REGEX => {
+            expect(3)?;
+            let flags = reader.int().map_err(|_| ResultCode::Parameter)?;
+            let pattern = match reader.item().map_err(|_| ResultCode::Parameter)? {
+                Item::Str(bytes) => bytes,
+                _ => return Err(ResultCode::Parameter),
+            };
+            let regex = PosixRegex::compile(pattern, flags)?;
+            let subject = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
+            Expr::Regex(regex, Box::new(subject))
+        }
         code::DIGEST_MODULO => {
             expect(1)?;
             let modulus = reader.int().map_err(|_| ResultCode::Parameter)?;
@@ -298,6 +445,10 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>) -> Value<'v> {
             Value::Bool(trues == 1)
         }
         Expr::Bin { name, kind } => bin_value(subject, name, *kind),
+        Expr::Regex(regex, string) => match eval(string, subject) {
+            Value::Str(bytes) => Value::Bool(regex.is_match(bytes)),
+            _ => Value::Unknown,
+        },
         Expr::BinType(name) => Value::Int(
             subject
                 .record
@@ -413,6 +564,36 @@ fn meta<'v>(op: i64, subject: &'v Subject<'v>) -> Value<'v> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn posix_patterns_translate_to_the_regex_crate() {
+        // Basic syntax swaps the meaning of escaped and bare operators.
+        assert_eq!(translate_posix(r"a+b\(c\)\{2\}", false), r"a\+b(c){2}");
+        assert_eq!(translate_posix(r"x|y?", false), r"x\|y\?");
+        // A `*` with nothing before it is a literal in basic syntax.
+        assert_eq!(translate_posix(r"*a\(*b\)", false), r"\*a(\*b)");
+        assert_eq!(translate_posix(r"^*x*", false), r"^\*x*");
+        assert_eq!(translate_posix(r"a^b$c$", false), r"a\^b\$c$");
+        assert_eq!(translate_posix(r"\(a$\)b", false), r"(a$)b");
+        // Extended syntax passes through.
+        assert_eq!(translate_posix(r"(a|b)+\.", true), r"(a|b)+\.");
+        // In a bracket list a backslash is literal, and so is a leading ].
+        assert_eq!(translate_posix(r"[\]", true), r"[\\]");
+        assert_eq!(translate_posix(r"[]a]", true), r"[\]a]");
+        assert_eq!(translate_posix(r"[^[:digit:]x]", false), r"[^[:digit:]x]");
+        let regex = PosixRegex::compile(br"^[[:alpha:]]\{3\}$", 0).expect("compiles");
+        assert!(regex.is_match(b"abc") && !regex.is_match(b"abcd"));
+        let icase = PosixRegex::compile(b"^ABC", regex_flag::ICASE).expect("compiles");
+        assert!(icase.is_match(b"abcdef"));
+        assert_eq!(
+            PosixRegex::compile(b"(open", regex_flag::EXTENDED).err(),
+            Some(ResultCode::Parameter)
+        );
+        assert_eq!(
+            PosixRegex::compile(b"a{100000}{100000}", regex_flag::EXTENDED).err(),
+            Some(ResultCode::Parameter)
+        );
+    }
 
     /// [op, [81, 2, "n"], 5] packed by hand.
     fn int_bin_compare(op: u8, value: u8) -> Vec<u8> {
