@@ -395,3 +395,50 @@ def test_regex_filters_as_posix_regcomp_reads_them(client, fresh_set):
     with pytest.raises(ex.InvalidRequest):
         client.get(key, {"expressions": exp.CmpRegex(aerospike.REGEX_EXTENDED, "(unclosed",
                                                      exp.StrBin("name")).compile()})
+
+
+def test_arithmetic_cond_and_let_in_filters(client, fresh_set):
+    for i in range(1, 21):
+        client.put((NS, fresh_set, i), {"a": i, "b": 21 - i, "f": i / 4, "mask": 1 << (i % 8)})
+
+    def picked(expression):
+        found = client.query(NS, fresh_set).results({"expressions": expression.compile()})
+        return sorted(b["a"] for _, _, b in found)
+
+    a, b, f = exp.IntBin("a"), exp.IntBin("b"), exp.FloatBin("f")
+    assert picked(exp.Eq(exp.Add(a, b), 21)) == list(range(1, 21))
+    assert picked(exp.GT(exp.Sub(a, b), 15)) == [19, 20]
+    assert picked(exp.Eq(exp.Sub(a), -3)) == [3]
+    assert picked(exp.Eq(exp.Mul(a, 3), 30)) == [10]
+    assert picked(exp.Eq(exp.Div(a, 7), 2)) == [14, 15, 16, 17, 18, 19, 20]
+    assert picked(exp.Eq(exp.Mod(a, 7), 0)) == [7, 14]
+    assert picked(exp.Eq(exp.Abs(exp.Sub(a, 10)), 2)) == [8, 12]
+    assert picked(exp.Eq(exp.Floor(f), 2.0)) == [8, 9, 10, 11]
+    assert picked(exp.Eq(exp.Ceil(f), 1.0)) == [1, 2, 3, 4]
+    assert picked(exp.Eq(exp.ToInt(f), 4)) == [16, 17, 18, 19]
+    assert picked(exp.GE(exp.ToFloat(a), 19.5)) == [20]
+    assert picked(exp.Eq(exp.Pow(f, 2.0), 25.0)) == [20]
+    assert picked(exp.Eq(exp.Min(a, b), 10)) == [10, 11]
+    assert picked(exp.Eq(exp.Max(a, b, 15), 15)) == [6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+    # Bitwise: mask is 1 << (a % 8).
+    assert picked(exp.NE(exp.IntAnd(exp.IntBin("mask"), 0b1000), 0)) == [3, 11, 19]
+    assert picked(exp.Eq(exp.IntLeftShift(exp.IntBin("mask"), 2), 16)) == [2, 10, 18]
+    assert picked(exp.Eq(exp.IntCount(a), 1)) == [1, 2, 4, 8, 16]
+    assert picked(exp.Eq(exp.IntXOr(a, 1), 4)) == [5]
+    # Division by zero is unknown: nothing passes, nothing fails.
+    assert picked(exp.Eq(exp.Div(a, exp.Sub(a, a)), 1)) == []
+    # Cond: the first true condition's action, else the default.
+    bucket = exp.Cond(exp.LT(a, 5), 0, exp.LT(a, 15), 1, 2)
+    assert picked(exp.Eq(bucket, 0)) == [1, 2, 3, 4]
+    assert picked(exp.Eq(bucket, 2)) == [15, 16, 17, 18, 19, 20]
+    # Let: a named value used twice; later definitions see earlier ones.
+    square = exp.Let(exp.Def("x", exp.Sub(a, 10)), exp.Def("y", exp.Mul(exp.Var("x"), exp.Var("x"))),
+                     exp.And(exp.LE(exp.Var("y"), 4), exp.GE(exp.Var("x"), 0)))
+    assert picked(square) == [10, 11, 12]
+    # Mixed number types between literals, and a variable never defined,
+    # are bad requests.
+    key = (NS, fresh_set, 1)
+    with pytest.raises(ex.InvalidRequest):
+        client.get(key, {"expressions": exp.Eq(exp.Add(1, 2.0), 3).compile()})
+    with pytest.raises(ex.InvalidRequest):
+        client.get(key, {"expressions": exp.Eq(exp.Var("nope"), 1).compile()})

@@ -29,6 +29,28 @@ mod code {
     pub const OR: i64 = 17;
     pub const NOT: i64 = 18;
     pub const EXCLUSIVE: i64 = 19;
+    pub const ADD: i64 = 20;
+    pub const SUB: i64 = 21;
+    pub const MUL: i64 = 22;
+    pub const DIV: i64 = 23;
+    pub const POW: i64 = 24;
+    pub const LOG: i64 = 25;
+    pub const MOD: i64 = 26;
+    pub const ABS: i64 = 27;
+    pub const FLOOR: i64 = 28;
+    pub const CEIL: i64 = 29;
+    pub const TO_INT: i64 = 30;
+    pub const TO_FLOAT: i64 = 31;
+    pub const INT_AND: i64 = 32;
+    pub const INT_OR: i64 = 33;
+    pub const INT_XOR: i64 = 34;
+    pub const INT_NOT: i64 = 35;
+    pub const INT_LSHIFT: i64 = 36;
+    pub const INT_RSHIFT: i64 = 37;
+    pub const INT_ARSHIFT: i64 = 38;
+    pub const INT_COUNT: i64 = 39;
+    pub const MIN: i64 = 50;
+    pub const MAX: i64 = 51;
     pub const DIGEST_MODULO: i64 = 64;
     pub const DEVICE_SIZE: i64 = 65;
     pub const LAST_UPDATE: i64 = 66;
@@ -43,6 +65,9 @@ mod code {
     pub const KEY: i64 = 80;
     pub const BIN: i64 = 81;
     pub const BIN_TYPE: i64 = 82;
+    pub const COND: i64 = 123;
+    pub const VAR: i64 = 124;
+    pub const LET: i64 = 125;
 }
 
 /// Expression value types as the clients number them.
@@ -74,6 +99,13 @@ pub enum Expr {
     DigestModulo(i64),
     /// True if the string `subject` evaluates to matches.
     Regex(PosixRegex, Box<Expr>),
+    /// Arithmetic and bitwise operators on integers or floats.
+    Arith(i64, Vec<Expr>),
+    /// `[cond, action]` pairs, then the default.
+    Cond(Vec<Expr>),
+    /// Named values, then the expression that may use them.
+    Let(Vec<(Vec<u8>, Expr)>, Box<Expr>),
+    Var(Vec<u8>),
 }
 
 /// A POSIX regular expression (as `regcomp` takes it), compiled once per
@@ -247,7 +279,71 @@ pub fn parse(bytes: &[u8]) -> Result<Expr, ResultCode> {
     if !reader.remaining().is_empty() {
         return Err(ResultCode::Parameter);
     }
+    check_variables(&expr, &mut Vec::new())?;
     Ok(expr)
+}
+
+/// Every variable must be defined by an enclosing `let` (earlier
+/// definitions of the same `let` count).
+fn check_variables<'e>(expr: &'e Expr, scope: &mut Vec<&'e [u8]>) -> Result<(), ResultCode> {
+    match expr {
+        Expr::Var(name) if scope.iter().any(|defined| defined == name) => Ok(()),
+        Expr::Var(_) => Err(ResultCode::Parameter),
+        Expr::Let(definitions, body) => {
+            let depth = scope.len();
+            for (name, value) in definitions {
+                check_variables(value, scope)?;
+                scope.push(name);
+            }
+            let checked = check_variables(body, scope);
+            scope.truncate(depth);
+            checked
+        }
+        Expr::Compare(_, left, right) => {
+            check_variables(left, scope)?;
+            check_variables(right, scope)
+        }
+        Expr::Not(child) | Expr::Regex(_, child) => check_variables(child, scope),
+        Expr::And(children)
+        | Expr::Or(children)
+        | Expr::Exclusive(children)
+        | Expr::Arith(_, children)
+        | Expr::Cond(children) => children
+            .iter()
+            .try_for_each(|child| check_variables(child, scope)),
+        Expr::Literal(_)
+        | Expr::Bin { .. }
+        | Expr::BinType(_)
+        | Expr::Key(_)
+        | Expr::Meta(_)
+        | Expr::DigestModulo(_) => Ok(()),
+    }
+}
+
+/// A `let` name or `var` reference: a plain msgpack string.
+fn variable_name(reader: &mut Reader<'_>) -> Result<Vec<u8>, ResultCode> {
+    match reader.item().map_err(|_| ResultCode::Parameter)? {
+        Item::Str(bytes) if !bytes.is_empty() => Ok(bytes.to_vec()),
+        _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// An arithmetic node. Literal operands of both number types are a bad
+/// request, as the real server refuses them when compiling.
+fn arith(op: i64, operands: Vec<Expr>) -> Result<Expr, ResultCode> {
+    let has = |wanted: fn(&Literal) -> bool| {
+        operands
+            .iter()
+            .any(|operand| matches!(operand, Expr::Literal(literal) if wanted(literal)))
+    };
+    let ints = has(|l| matches!(l, Literal::Int(_)));
+    let floats = has(|l| matches!(l, Literal::Float(_)));
+    let others = has(|l| !matches!(l, Literal::Int(_) | Literal::Float(_)));
+    let shift = matches!(op, code::INT_LSHIFT | code::INT_RSHIFT | code::INT_ARSHIFT);
+    if others || (ints && floats && !shift) {
+        return Err(ResultCode::Parameter);
+    }
+    Ok(Expr::Arith(op, operands))
 }
 
 fn parse_node(
@@ -336,6 +432,62 @@ fn parse_call(
             let subject = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
             Expr::Regex(regex, Box::new(subject))
         }
+        code::ADD
+        | code::SUB
+        | code::MUL
+        | code::DIV
+        | code::INT_AND
+        | code::INT_OR
+        | code::INT_XOR
+        | code::MIN
+        | code::MAX => {
+            if arguments == 0 {
+                return Err(ResultCode::Parameter);
+            }
+            arith(op, children(arguments, reader)?)?
+        }
+        code::POW
+        | code::LOG
+        | code::MOD
+        | code::INT_LSHIFT
+        | code::INT_RSHIFT
+        | code::INT_ARSHIFT => {
+            expect(2)?;
+            arith(op, children(2, reader)?)?
+        }
+        code::ABS
+        | code::FLOOR
+        | code::CEIL
+        | code::TO_INT
+        | code::TO_FLOAT
+        | code::INT_NOT
+        | code::INT_COUNT => {
+            expect(1)?;
+            arith(op, children(1, reader)?)?
+        }
+        code::COND => {
+            if arguments < 3 || arguments.is_multiple_of(2) {
+                return Err(ResultCode::Parameter);
+            }
+            Expr::Cond(children(arguments, reader)?)
+        }
+        code::LET => {
+            if arguments < 3 || arguments.is_multiple_of(2) {
+                return Err(ResultCode::Parameter);
+            }
+            let mut definitions = Vec::new();
+            for _ in 0..arguments / 2 {
+                let name = variable_name(reader)?;
+                let value = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
+                definitions.push((name, value));
+            }
+            let scope = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
+            Expr::Let(definitions, Box::new(scope))
+        }
+        code::VAR => {
+            expect(1)?;
+            Expr::Var(variable_name(reader)?)
+        }
         code::DIGEST_MODULO => {
             expect(1)?;
             let modulus = reader.int().map_err(|_| ResultCode::Parameter)?;
@@ -413,10 +565,13 @@ fn name(reader: &mut Reader<'_>) -> Result<Vec<u8>, ResultCode> {
 
 /// Whether `subject` passes the filter.
 pub fn passes(expr: &Expr, subject: &Subject<'_>) -> bool {
-    eval(expr, subject) == Value::Bool(true)
+    eval(expr, subject, &mut Vec::new()) == Value::Bool(true)
 }
 
-fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>) -> Value<'v> {
+/// Variables bound by enclosing `let`s, innermost last.
+type Env<'v> = Vec<(&'v [u8], Value<'v>)>;
+
+fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Value<'v> {
     match expr {
         Expr::Literal(literal) => match literal {
             Literal::Nil => Value::Nil,
@@ -426,17 +581,20 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>) -> Value<'v> {
             Literal::Str(bytes) => Value::Str(bytes),
             Literal::Blob(bytes) => Value::Blob(bytes),
         },
-        Expr::Compare(op, left, right) => compare(*op, eval(left, subject), eval(right, subject)),
-        Expr::And(children) => logic(children, subject, false),
-        Expr::Or(children) => logic(children, subject, true),
-        Expr::Not(child) => match eval(child, subject) {
+        Expr::Compare(op, left, right) => {
+            let left = eval(left, subject, env);
+            compare(*op, left, eval(right, subject, env))
+        }
+        Expr::And(children) => logic(children, subject, env, false),
+        Expr::Or(children) => logic(children, subject, env, true),
+        Expr::Not(child) => match eval(child, subject, env) {
             Value::Bool(value) => Value::Bool(!value),
             _ => Value::Unknown,
         },
         Expr::Exclusive(children) => {
             let mut trues = 0;
             for child in children {
-                match eval(child, subject) {
+                match eval(child, subject, env) {
                     Value::Bool(true) => trues += 1,
                     Value::Bool(false) => {}
                     _ => return Value::Unknown,
@@ -445,10 +603,46 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>) -> Value<'v> {
             Value::Bool(trues == 1)
         }
         Expr::Bin { name, kind } => bin_value(subject, name, *kind),
-        Expr::Regex(regex, string) => match eval(string, subject) {
+        Expr::Regex(regex, string) => match eval(string, subject, env) {
             Value::Str(bytes) => Value::Bool(regex.is_match(bytes)),
             _ => Value::Unknown,
         },
+        Expr::Arith(op, operands) => {
+            let values: Vec<Value<'v>> = operands
+                .iter()
+                .map(|operand| eval(operand, subject, env))
+                .collect();
+            arithmetic(*op, &values)
+        }
+        Expr::Cond(parts) => {
+            let mut pairs = parts.chunks_exact(2);
+            for pair in pairs.by_ref() {
+                match eval(&pair[0], subject, env) {
+                    Value::Bool(true) => return eval(&pair[1], subject, env),
+                    Value::Bool(false) => {}
+                    _ => return Value::Unknown,
+                }
+            }
+            match pairs.remainder() {
+                [default] => eval(default, subject, env),
+                _ => Value::Unknown,
+            }
+        }
+        Expr::Let(definitions, body) => {
+            let depth = env.len();
+            for (name, value) in definitions {
+                let value = eval(value, subject, env);
+                env.push((name, value));
+            }
+            let result = eval(body, subject, env);
+            env.truncate(depth);
+            result
+        }
+        Expr::Var(name) => env
+            .iter()
+            .rev()
+            .find(|(defined, _)| *defined == name.as_slice())
+            .map_or(Value::Unknown, |(_, value)| *value),
         Expr::BinType(name) => Value::Int(
             subject
                 .record
@@ -473,10 +667,15 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>) -> Value<'v> {
     }
 }
 
-fn logic<'v>(children: &'v [Expr], subject: &'v Subject<'v>, any: bool) -> Value<'v> {
+fn logic<'v>(
+    children: &'v [Expr],
+    subject: &'v Subject<'v>,
+    env: &mut Env<'v>,
+    any: bool,
+) -> Value<'v> {
     let mut unknown = false;
     for child in children {
-        match eval(child, subject) {
+        match eval(child, subject, env) {
             Value::Bool(value) if value == any => return Value::Bool(any),
             Value::Bool(_) => {}
             _ => unknown = true,
@@ -486,6 +685,95 @@ fn logic<'v>(children: &'v [Expr], subject: &'v Subject<'v>, any: bool) -> Value
         Value::Unknown
     } else {
         Value::Bool(!any)
+    }
+}
+
+/// Applies an arithmetic or bitwise operator. Operands must all be
+/// integers or all floats (as the operator allows); anything else, a
+/// division by zero, an overflow or a shift outside 0..64 is unknown.
+fn arithmetic(op: i64, values: &[Value<'_>]) -> Value<'static> {
+    let ints: Option<Vec<i64>> = values
+        .iter()
+        .map(|v| match v {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        })
+        .collect();
+    let floats: Option<Vec<f64>> = values
+        .iter()
+        .map(|v| match v {
+            Value::Float(f) => Some(*f),
+            _ => None,
+        })
+        .collect();
+    let int = |value: Option<i64>| value.map_or(Value::Unknown, Value::Int);
+    let float = |value: f64| {
+        if value.is_nan() {
+            Value::Unknown
+        } else {
+            Value::Float(value)
+        }
+    };
+    let fold_int = |ints: &[i64], step: fn(i64, i64) -> Option<i64>| {
+        let (first, rest) = ints.split_first()?;
+        rest.iter().try_fold(*first, |acc, &x| step(acc, x))
+    };
+    let fold_float = |floats: &[f64], step: fn(f64, f64) -> f64| {
+        floats
+            .split_first()
+            .map_or(Value::Unknown, |(first, rest)| {
+                float(rest.iter().fold(*first, |acc, &x| step(acc, x)))
+            })
+    };
+    match (op, ints.as_deref(), floats.as_deref()) {
+        (code::ADD, Some(i), _) => int(fold_int(i, i64::checked_add)),
+        (code::ADD, _, Some(f)) => fold_float(f, |a, b| a + b),
+        (code::SUB, Some([x]), _) => int(x.checked_neg()),
+        (code::SUB, _, Some([x])) => float(-x),
+        (code::SUB, Some(i), _) => int(fold_int(i, i64::checked_sub)),
+        (code::SUB, _, Some(f)) => fold_float(f, |a, b| a - b),
+        (code::MUL, Some(i), _) => int(fold_int(i, i64::checked_mul)),
+        (code::MUL, _, Some(f)) => fold_float(f, |a, b| a * b),
+        (code::DIV, Some([x]), _) => int(1i64.checked_div(*x)),
+        (code::DIV, _, Some([x])) => float(1.0 / x),
+        (code::DIV, Some(i), _) => int(fold_int(i, i64::checked_div)),
+        (code::DIV, _, Some(f)) => fold_float(f, |a, b| a / b),
+        (code::POW, _, Some([base, exponent])) => float(base.powf(*exponent)),
+        (code::LOG, _, Some([x, base])) => float(x.ln() / base.ln()),
+        (code::MOD, Some([a, b]), _) => int(a.checked_rem(*b)),
+        (code::ABS, Some([x]), _) => int(x.checked_abs()),
+        (code::ABS, _, Some([x])) => float(x.abs()),
+        (code::FLOOR, _, Some([x])) => float(x.floor()),
+        (code::CEIL, _, Some([x])) => float(x.ceil()),
+        (code::TO_INT, _, Some([x])) => {
+            let truncated = x.trunc();
+            if truncated.is_finite() && truncated >= i64::MIN as f64 && truncated < i64::MAX as f64
+            {
+                Value::Int(truncated as i64)
+            } else {
+                Value::Unknown
+            }
+        }
+        (code::TO_FLOAT, Some([x]), _) => Value::Float(*x as f64),
+        (code::INT_AND, Some(i), _) => int(fold_int(i, |a, b| Some(a & b))),
+        (code::INT_OR, Some(i), _) => int(fold_int(i, |a, b| Some(a | b))),
+        (code::INT_XOR, Some(i), _) => int(fold_int(i, |a, b| Some(a ^ b))),
+        (code::INT_NOT, Some([x]), _) => Value::Int(!x),
+        (code::INT_LSHIFT, Some([x, shift]), _) if (0..64).contains(shift) => {
+            Value::Int(x << shift)
+        }
+        (code::INT_RSHIFT, Some([x, shift]), _) if (0..64).contains(shift) => {
+            Value::Int(((*x as u64) >> shift) as i64)
+        }
+        (code::INT_ARSHIFT, Some([x, shift]), _) if (0..64).contains(shift) => {
+            Value::Int(x >> shift)
+        }
+        (code::INT_COUNT, Some([x]), _) => Value::Int(i64::from(x.count_ones())),
+        (code::MIN, Some(i), _) => int(i.iter().min().copied()),
+        (code::MIN, _, Some(f)) => fold_float(f, f64::min),
+        (code::MAX, Some(i), _) => int(i.iter().max().copied()),
+        (code::MAX, _, Some(f)) => fold_float(f, f64::max),
+        _ => Value::Unknown,
     }
 }
 
@@ -564,6 +852,25 @@ fn meta<'v>(op: i64, subject: &'v Subject<'v>) -> Value<'v> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arithmetic_edges_are_unknown_not_wrong() {
+        use Value::{Float, Int, Unknown};
+        assert_eq!(arithmetic(code::ADD, &[Int(i64::MAX), Int(1)]), Unknown);
+        assert_eq!(arithmetic(code::SUB, &[Int(i64::MIN)]), Unknown);
+        assert_eq!(arithmetic(code::DIV, &[Int(i64::MIN), Int(-1)]), Unknown);
+        assert_eq!(arithmetic(code::MOD, &[Int(5), Int(0)]), Unknown);
+        assert_eq!(arithmetic(code::DIV, &[Int(-7), Int(2)]), Int(-3));
+        assert_eq!(arithmetic(code::MOD, &[Int(-7), Int(2)]), Int(-1));
+        assert_eq!(arithmetic(code::INT_LSHIFT, &[Int(1), Int(64)]), Unknown);
+        assert_eq!(arithmetic(code::INT_RSHIFT, &[Int(-1), Int(60)]), Int(15));
+        assert_eq!(arithmetic(code::INT_ARSHIFT, &[Int(-16), Int(2)]), Int(-4));
+        assert_eq!(arithmetic(code::TO_INT, &[Float(f64::NAN)]), Unknown);
+        assert_eq!(arithmetic(code::TO_INT, &[Float(1e300)]), Unknown);
+        assert_eq!(arithmetic(code::TO_INT, &[Float(-2.7)]), Int(-2));
+        assert_eq!(arithmetic(code::LOG, &[Float(8.0), Float(2.0)]), Float(3.0));
+        assert_eq!(arithmetic(code::ADD, &[Int(1), Float(2.0)]), Unknown);
+    }
 
     #[test]
     fn posix_patterns_translate_to_the_regex_crate() {
