@@ -425,6 +425,10 @@ def test_arithmetic_cond_and_let_in_filters(client, fresh_set):
     assert picked(exp.Eq(exp.IntLeftShift(exp.IntBin("mask"), 2), 16)) == [2, 10, 18]
     assert picked(exp.Eq(exp.IntCount(a), 1)) == [1, 2, 4, 8, 16]
     assert picked(exp.Eq(exp.IntXOr(a, 1), 4)) == [5]
+    # Bit scans report the index from the most significant bit (0).
+    assert picked(exp.Eq(exp.IntLeftScan(exp.IntBin("mask"), True), 60)) == [3, 11, 19]
+    assert picked(exp.Eq(exp.IntRightScan(exp.IntBin("mask"), True), 63)) == [8, 16]
+    assert picked(exp.Eq(exp.IntLeftScan(exp.IntBin("mask"), False), 0)) == list(range(1, 21))
     # Division by zero is unknown: nothing passes, nothing fails.
     assert picked(exp.Eq(exp.Div(a, exp.Sub(a, a)), 1)) == []
     # Cond: the first true condition's action, else the default.

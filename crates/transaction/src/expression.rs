@@ -49,6 +49,8 @@ mod code {
     pub const INT_RSHIFT: i64 = 37;
     pub const INT_ARSHIFT: i64 = 38;
     pub const INT_COUNT: i64 = 39;
+    pub const INT_LSCAN: i64 = 40;
+    pub const INT_RSCAN: i64 = 41;
     pub const MIN: i64 = 50;
     pub const MAX: i64 = 51;
     pub const DIGEST_MODULO: i64 = 64;
@@ -455,6 +457,11 @@ fn parse_call(
             expect(2)?;
             arith(op, children(2, reader)?)?
         }
+        code::INT_LSCAN | code::INT_RSCAN => {
+            // [value, bit to look for]
+            expect(2)?;
+            Expr::Arith(op, children(2, reader)?)
+        }
         code::ABS
         | code::FLOOR
         | code::CEIL
@@ -692,6 +699,19 @@ fn logic<'v>(
 /// integers or all floats (as the operator allows); anything else, a
 /// division by zero, an overflow or a shift outside 0..64 is unknown.
 fn arithmetic(op: i64, values: &[Value<'_>]) -> Value<'static> {
+    // Bit scans: the index (0 = most significant) of the first bit equal
+    // to the one looked for, from the left or from the right; -1 if none.
+    if let (code::INT_LSCAN | code::INT_RSCAN, [Value::Int(x), Value::Bool(bit)]) = (op, values) {
+        let x = if *bit { *x } else { !*x };
+        if x == 0 {
+            return Value::Int(-1);
+        }
+        return Value::Int(if op == code::INT_LSCAN {
+            i64::from(x.leading_zeros())
+        } else {
+            63 - i64::from(x.trailing_zeros())
+        });
+    }
     let ints: Option<Vec<i64>> = values
         .iter()
         .map(|v| match v {
@@ -870,6 +890,25 @@ mod tests {
         assert_eq!(arithmetic(code::TO_INT, &[Float(-2.7)]), Int(-2));
         assert_eq!(arithmetic(code::LOG, &[Float(8.0), Float(2.0)]), Float(3.0));
         assert_eq!(arithmetic(code::ADD, &[Int(1), Float(2.0)]), Unknown);
+        use Value::Bool;
+        assert_eq!(arithmetic(code::INT_LSCAN, &[Int(1), Bool(true)]), Int(63));
+        assert_eq!(
+            arithmetic(code::INT_LSCAN, &[Int(-1), Bool(false)]),
+            Int(-1)
+        );
+        assert_eq!(
+            arithmetic(code::INT_LSCAN, &[Int(i64::MAX), Bool(false)]),
+            Int(0)
+        );
+        assert_eq!(
+            arithmetic(code::INT_RSCAN, &[Int(0b1010), Bool(true)]),
+            Int(62)
+        );
+        assert_eq!(arithmetic(code::INT_RSCAN, &[Int(0), Bool(true)]), Int(-1));
+        assert_eq!(
+            arithmetic(code::INT_RSCAN, &[Int(0b0111), Bool(false)]),
+            Int(60)
+        );
     }
 
     #[test]
