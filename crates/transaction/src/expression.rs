@@ -262,6 +262,22 @@ enum Value<'v> {
     Blob(&'v [u8]),
 }
 
+impl Value<'_> {
+    fn as_int(&self) -> Option<i64> {
+        match *self {
+            Value::Int(value) => Some(value),
+            _ => None,
+        }
+    }
+
+    fn as_float(&self) -> Option<f64> {
+        match *self {
+            Value::Float(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
 /// What an expression is evaluated against.
 pub struct Subject<'r> {
     pub digest: &'r Digest,
@@ -327,6 +343,26 @@ fn variable_name(reader: &mut Reader<'_>) -> Result<Vec<u8>, ResultCode> {
     match reader.item().map_err(|_| ResultCode::Parameter)? {
         Item::Str(bytes) if !bytes.is_empty() => Ok(bytes.to_vec()),
         _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// How many operands an arithmetic operator with a fixed count takes.
+fn fixed_arity(op: i64) -> Option<u32> {
+    match op {
+        code::POW
+        | code::LOG
+        | code::MOD
+        | code::INT_LSHIFT
+        | code::INT_RSHIFT
+        | code::INT_ARSHIFT => Some(2),
+        code::ABS
+        | code::FLOOR
+        | code::CEIL
+        | code::TO_INT
+        | code::TO_FLOAT
+        | code::INT_NOT
+        | code::INT_COUNT => Some(1),
+        _ => None,
     }
 }
 
@@ -448,29 +484,15 @@ fn parse_call(
             }
             arith(op, children(arguments, reader)?)?
         }
-        code::POW
-        | code::LOG
-        | code::MOD
-        | code::INT_LSHIFT
-        | code::INT_RSHIFT
-        | code::INT_ARSHIFT => {
-            expect(2)?;
-            arith(op, children(2, reader)?)?
-        }
         code::INT_LSCAN | code::INT_RSCAN => {
             // [value, bit to look for]
             expect(2)?;
             Expr::Arith(op, children(2, reader)?)
         }
-        code::ABS
-        | code::FLOOR
-        | code::CEIL
-        | code::TO_INT
-        | code::TO_FLOAT
-        | code::INT_NOT
-        | code::INT_COUNT => {
-            expect(1)?;
-            arith(op, children(1, reader)?)?
+        _ if fixed_arity(op).is_some() => {
+            let operands = fixed_arity(op).unwrap_or(1);
+            expect(operands)?;
+            arith(op, children(operands, reader)?)?
         }
         code::COND => {
             if arguments < 3 || arguments.is_multiple_of(2) {
@@ -712,20 +734,9 @@ fn arithmetic(op: i64, values: &[Value<'_>]) -> Value<'static> {
             63 - i64::from(x.trailing_zeros())
         });
     }
-    let ints: Option<Vec<i64>> = values
-        .iter()
-        .map(|v| match v {
-            Value::Int(i) => Some(*i),
-            _ => None,
-        })
-        .collect();
-    let floats: Option<Vec<f64>> = values
-        .iter()
-        .map(|v| match v {
-            Value::Float(f) => Some(*f),
-            _ => None,
-        })
-        .collect();
+    // All operands as one number type, if they are.
+    let ints: Option<Vec<i64>> = values.iter().map(Value::as_int).collect();
+    let floats: Option<Vec<f64>> = values.iter().map(Value::as_float).collect();
     let int = |value: Option<i64>| value.map_or(Value::Unknown, Value::Int);
     let float = |value: f64| {
         if value.is_nan() {
