@@ -231,6 +231,9 @@ def test_a_record_damaged_on_a_running_node_answers_an_error_not_garbage(nodes, 
         c.get(key(victim))
     assert error.value.code == 1, error.value
     assert "record damaged on the device" in node.log()
+    # Exists is answered from the index alone: no device read.
+    _, meta = c.exists(key(victim))
+    assert meta is not None and meta["gen"] == 1
     # Every other record reads back intact.
     for i in range(2000):
         if i != victim:

@@ -42,15 +42,21 @@ pub fn execute(
         return Err(ResultCode::NotFound);
     };
     crate::check_set(namespace, message, entry.meta.set_id)?;
-    let bytes = crate::record_bytes(namespace, &entry, loaded)?;
-    let record = RecordView::parse(bytes).ok_or(ResultCode::Unknown)?;
-    crate::check_key(message, record.key)?;
-    crate::check_filter(namespace, filter, digest, &entry.meta, &record, bytes.len())?;
     let response = MsgHeader {
         generation: u32::from(entry.meta.generation),
         record_ttl: entry.meta.void_time,
         ..MsgHeader::default()
     };
+    if header.info1 & info1::NO_BIN_DATA != 0 && filter.is_none() && message.fields.key.is_none() {
+        // Exists / header: the index answers; with the data on the device
+        // there is nothing to read.
+        ResponseWriter::begin_framed(out, &response, framing).finish();
+        return Ok(());
+    }
+    let bytes = crate::record_bytes(namespace, &entry, loaded)?;
+    let record = RecordView::parse(bytes).ok_or(ResultCode::Unknown)?;
+    crate::check_key(message, record.key)?;
+    crate::check_filter(namespace, filter, digest, &entry.meta, &record, bytes.len())?;
     let mut writer = ResponseWriter::begin_framed(out, &response, framing);
     let read_all = header.info1 & info1::GET_ALL != 0 || message.ops().any(|op| op.name.is_empty());
     if header.info1 & info1::NO_BIN_DATA != 0 {
