@@ -446,3 +446,31 @@ def test_arithmetic_cond_and_let_in_filters(client, fresh_set):
         client.get(key, {"expressions": exp.Eq(exp.Add(1, 2.0), 3).compile()})
     with pytest.raises(ex.InvalidRequest):
         client.get(key, {"expressions": exp.Eq(exp.Var("nope"), 1).compile()})
+
+
+def test_geo_filters_find_points_in_regions(client, fresh_set):
+    places = {"in-square": [2.0, 3.0], "in-hole": [5.0, 5.0], "east": [11.0, 5.0], "near-origin": [0.1, 0.5]}
+    for name, coordinates in places.items():
+        client.put((NS, fresh_set, name), {"name": name, "loc": aerospike.GeoJSON(
+            {"type": "Point", "coordinates": coordinates})})
+    client.put((NS, fresh_set, "area"), {"name": "area", "loc": aerospike.GeoJSON(
+        {"type": "Polygon", "coordinates": [[[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]]]})})
+
+    def within(region):
+        expression = exp.CmpGeo(exp.GeoBin("loc"), aerospike.GeoJSON(region)).compile()
+        return sorted(b["name"] for _, _, b in client.query(NS, fresh_set).results({"expressions": expression}))
+
+    square_with_hole = {"type": "Polygon", "coordinates": [
+        [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]], [[4, 4], [6, 4], [6, 6], [4, 6], [4, 4]]]}
+    assert within(square_with_hole) == ["in-square", "near-origin"]
+    # AeroCircle: center and radius in meters (near-origin is ~56.7 km from [0, 0]).
+    assert within({"type": "AeroCircle", "coordinates": [[0.0, 0.0], 60000]}) == ["near-origin"]
+    assert within({"type": "AeroCircle", "coordinates": [[0.0, 0.0], 50000]}) == []
+    # A region bin containing a given point.
+    contains = exp.CmpGeo(exp.GeoBin("loc"), aerospike.GeoJSON({"type": "Point", "coordinates": [9.0, 9.0]}))
+    found = client.query(NS, fresh_set).results({"expressions": contains.compile()})
+    assert [b["name"] for _, _, b in found] == ["area"]
+    # Not GeoJSON this server understands: a bad request.
+    with pytest.raises(ex.InvalidRequest):
+        client.get((NS, fresh_set, "east"), {"expressions": exp.CmpGeo(
+            exp.GeoBin("loc"), aerospike.GeoJSON({"type": "Nowhere", "coordinates": []})).compile()})

@@ -25,6 +25,7 @@ mod code {
     pub const LT: i64 = 5;
     pub const LE: i64 = 6;
     pub const CMP_REGEX: i64 = 7;
+    pub const CMP_GEO: i64 = 8;
     pub const AND: i64 = 16;
     pub const OR: i64 = 17;
     pub const NOT: i64 = 18;
@@ -80,6 +81,7 @@ mod kind {
     pub const STRING: i64 = 3;
     pub const BLOB: i64 = 6;
     pub const FLOAT: i64 = 7;
+    pub const GEO: i64 = 8;
 }
 
 /// A parsed expression.
@@ -101,6 +103,8 @@ pub enum Expr {
     DigestModulo(i64),
     /// True if the string `subject` evaluates to matches.
     Regex(PosixRegex, Box<Expr>),
+    /// True if one side is a point inside the region the other side is.
+    Geo(Box<Expr>, Box<Expr>),
     /// Arithmetic and bitwise operators on integers or floats.
     Arith(i64, Vec<Expr>),
     /// `[cond, action]` pairs, then the default.
@@ -248,6 +252,8 @@ pub enum Literal {
     Float(f64),
     Str(Vec<u8>),
     Blob(Vec<u8>),
+    /// GeoJSON text.
+    Geo(Vec<u8>),
 }
 
 /// A value during evaluation; `Unknown` poisons comparisons.
@@ -260,6 +266,8 @@ enum Value<'v> {
     Float(f64),
     Str(&'v [u8]),
     Blob(&'v [u8]),
+    /// GeoJSON text.
+    Geo(&'v [u8]),
 }
 
 impl Value<'_> {
@@ -322,6 +330,10 @@ fn check_variables<'e>(expr: &'e Expr, scope: &mut Vec<&'e [u8]>) -> Result<(), 
             check_variables(right, scope)
         }
         Expr::Not(child) | Expr::Regex(_, child) => check_variables(child, scope),
+        Expr::Geo(left, right) => {
+            check_variables(left, scope)?;
+            check_variables(right, scope)
+        }
         Expr::And(children)
         | Expr::Or(children)
         | Expr::Exclusive(children)
@@ -410,6 +422,7 @@ fn parse_node(
 fn particle_literal(bytes: &[u8]) -> Result<Literal, ResultCode> {
     match bytes.split_first() {
         Some((&particle::STRING, rest)) => Ok(Literal::Str(rest.to_vec())),
+        Some((&particle::GEOJSON, rest)) => Ok(Literal::Geo(rest.to_vec())),
         Some((&particle_type, rest)) if particle::is_blob(particle_type) => {
             Ok(Literal::Blob(rest.to_vec()))
         }
@@ -517,6 +530,18 @@ fn parse_call(
             expect(1)?;
             Expr::Var(variable_name(reader)?)
         }
+        code::CMP_GEO => {
+            expect(2)?;
+            let mut pair = children(2, reader)?;
+            let right = pair.pop().ok_or(ResultCode::Parameter)?;
+            let left = pair.pop().ok_or(ResultCode::Parameter)?;
+            for side in [&left, &right] {
+                if let Expr::Literal(Literal::Geo(text)) = side {
+                    crate::geo::Shape::parse(text).ok_or(ResultCode::Parameter)?;
+                }
+            }
+            Expr::Geo(Box::new(left), Box::new(right))
+        }
         code::DIGEST_MODULO => {
             expect(1)?;
             let modulus = reader.int().map_err(|_| ResultCode::Parameter)?;
@@ -568,6 +593,7 @@ fn check_types(left: &Expr, right: &Expr) -> Result<(), ResultCode> {
         Expr::Literal(Literal::Float(_)) => Some(kind::FLOAT),
         Expr::Literal(Literal::Str(_)) => Some(kind::STRING),
         Expr::Literal(Literal::Blob(_)) => Some(kind::BLOB),
+        Expr::Literal(Literal::Geo(_)) => Some(kind::GEO),
         _ => None,
     };
     let kind_of_bin = |expr: &Expr| match expr {
@@ -609,7 +635,20 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             Literal::Float(value) => Value::Float(*value),
             Literal::Str(bytes) => Value::Str(bytes),
             Literal::Blob(bytes) => Value::Blob(bytes),
+            Literal::Geo(text) => Value::Geo(text),
         },
+        Expr::Geo(left, right) => {
+            let left = eval(left, subject, env);
+            match (left, eval(right, subject, env)) {
+                (Value::Geo(a), Value::Geo(b)) => {
+                    match (crate::geo::Shape::parse(a), crate::geo::Shape::parse(b)) {
+                        (Some(a), Some(b)) => Value::Bool(crate::geo::point_in_region(&a, &b)),
+                        _ => Value::Unknown,
+                    }
+                }
+                _ => Value::Unknown,
+            }
+        }
         Expr::Compare(op, left, right) => {
             let left = eval(left, subject, env);
             compare(*op, left, eval(right, subject, env))
@@ -848,6 +887,9 @@ fn typed(particle_type: u8, bytes: &[u8], kind: i64) -> Value<'_> {
             .try_into()
             .map_or(Value::Unknown, |b| Value::Float(f64::from_be_bytes(b))),
         (kind::STRING, particle::STRING) => Value::Str(bytes),
+        (kind::GEO, particle::GEOJSON) => {
+            crate::geo::stored_text(bytes).map_or(Value::Unknown, Value::Geo)
+        }
         (kind::BLOB, p) if particle::is_blob(p) => Value::Blob(bytes),
         (kind::BOOL, particle::BOOL) => Value::Bool(bytes.first().is_some_and(|&b| b != 0)),
         (kind::NIL, _) => Value::Nil,

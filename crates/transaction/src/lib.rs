@@ -14,6 +14,7 @@
 mod batch;
 mod cdt;
 mod expression;
+mod geo;
 mod ops;
 mod read;
 mod scan;
