@@ -474,3 +474,31 @@ def test_geo_filters_find_points_in_regions(client, fresh_set):
     with pytest.raises(ex.InvalidRequest):
         client.get((NS, fresh_set, "east"), {"expressions": exp.CmpGeo(
             exp.GeoBin("loc"), aerospike.GeoJSON({"type": "Nowhere", "coordinates": []})).compile()})
+
+
+def test_list_and_map_reads_in_filters(client, fresh_set):
+    for i in range(1, 9):
+        client.put((NS, fresh_set, i), {"n": i, "l": list(range(i)), "m": {"k": i * 10, "odd": i % 2 == 1}})
+
+    def picked(expression):
+        found = client.query(NS, fresh_set).results({"expressions": expression.compile()})
+        return sorted(b["n"] for _, _, b in found)
+
+    lst, mp = exp.ListBin("l"), exp.MapBin("m")
+    assert picked(exp.GT(exp.ListSize(None, lst), 5)) == [6, 7, 8]
+    assert picked(exp.Eq(exp.MapSize(None, mp), 2)) == list(range(1, 9))
+    assert picked(exp.Eq(exp.MapGetByKey(None, aerospike.MAP_RETURN_VALUE, exp.ResultType.INTEGER, "k", mp),
+                         30)) == [3]
+    assert picked(exp.Eq(exp.ListGetByIndex(None, aerospike.LIST_RETURN_VALUE, exp.ResultType.INTEGER, -1, lst),
+                         4)) == [5]
+    assert picked(exp.GE(exp.ListGetByValueRange(None, aerospike.LIST_RETURN_COUNT, 2, 5, lst), 3)) == [5, 6, 7, 8]
+    # A context reaches into a nested value the same way as in operate.
+    client.put((NS, fresh_set, 100), {"n": 100, "l": [[1, 2, 3], [4]], "m": {}})
+    from aerospike_helpers import cdt_ctx
+    nested = exp.ListSize([cdt_ctx.cdt_ctx_list_index(0)], lst)
+    assert picked(exp.Eq(nested, 3)) == [100]
+    # Modifying calls inside a filter are not supported.
+    with pytest.raises(ex.AerospikeError) as error:
+        client.get((NS, fresh_set, 1), {"expressions": exp.Eq(
+            exp.ListSize(None, exp.ListAppend(None, None, 9, lst)), 2).compile()})
+    assert error.value.code == 16

@@ -71,6 +71,7 @@ mod code {
     pub const COND: i64 = 123;
     pub const VAR: i64 = 124;
     pub const LET: i64 = 125;
+    pub const CALL: i64 = 127;
 }
 
 /// Expression value types as the clients number them.
@@ -82,6 +83,8 @@ mod kind {
     pub const BLOB: i64 = 6;
     pub const FLOAT: i64 = 7;
     pub const GEO: i64 = 8;
+    pub const LIST: i64 = 4;
+    pub const MAP: i64 = 5;
 }
 
 /// A parsed expression.
@@ -105,6 +108,12 @@ pub enum Expr {
     Regex(PosixRegex, Box<Expr>),
     /// True if one side is a point inside the region the other side is.
     Geo(Box<Expr>, Box<Expr>),
+    /// A list or map read op (the msgpack `[code, args...]` payload, as in
+    /// `operate`) on the list or map `bin` evaluates to.
+    Call {
+        payload: Vec<u8>,
+        bin: Box<Expr>,
+    },
     /// Arithmetic and bitwise operators on integers or floats.
     Arith(i64, Vec<Expr>),
     /// `[cond, action]` pairs, then the default.
@@ -268,6 +277,8 @@ enum Value<'v> {
     Blob(&'v [u8]),
     /// GeoJSON text.
     Geo(&'v [u8]),
+    /// A stored list or map: its particle type and msgpack.
+    Collection(u8, &'v [u8]),
 }
 
 impl Value<'_> {
@@ -334,6 +345,7 @@ fn check_variables<'e>(expr: &'e Expr, scope: &mut Vec<&'e [u8]>) -> Result<(), 
             check_variables(left, scope)?;
             check_variables(right, scope)
         }
+        Expr::Call { bin, .. } => check_variables(bin, scope),
         Expr::And(children)
         | Expr::Or(children)
         | Expr::Exclusive(children)
@@ -357,6 +369,9 @@ fn variable_name(reader: &mut Reader<'_>) -> Result<Vec<u8>, ResultCode> {
         _ => Err(ResultCode::Parameter),
     }
 }
+
+/// The `system` of a CALL on a list or map (read only).
+const CALL_SYSTEM_CDT: i64 = 0;
 
 /// How many operands an arithmetic operator with a fixed count takes.
 fn fixed_arity(op: i64) -> Option<u32> {
@@ -530,6 +545,24 @@ fn parse_call(
             expect(1)?;
             Expr::Var(variable_name(reader)?)
         }
+        code::CALL => {
+            // [127, result type, system, payload, bin]
+            expect(4)?;
+            reader.int().map_err(|_| ResultCode::Parameter)?;
+            let system = reader.int().map_err(|_| ResultCode::Parameter)?;
+            if system != CALL_SYSTEM_CDT {
+                // Bit and HyperLogLog calls, and modifying calls.
+                return Err(ResultCode::UnsupportedFeature);
+            }
+            let before = reader.remaining();
+            reader.skip().map_err(|_| ResultCode::Parameter)?;
+            let payload = before[..before.len() - reader.remaining().len()].to_vec();
+            let bin = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
+            Expr::Call {
+                payload,
+                bin: Box::new(bin),
+            }
+        }
         code::CMP_GEO => {
             expect(2)?;
             let mut pair = children(2, reader)?;
@@ -636,6 +669,15 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             Literal::Str(bytes) => Value::Str(bytes),
             Literal::Blob(bytes) => Value::Blob(bytes),
             Literal::Geo(text) => Value::Geo(text),
+        },
+        Expr::Call { payload, bin } => match eval(bin, subject, env) {
+            Value::Collection(particle_type, bytes) => {
+                match crate::cdt::execute(Some((particle_type, bytes)), payload, false) {
+                    Ok(outcome) => scalar(outcome.result),
+                    Err(_) => Value::Unknown,
+                }
+            }
+            _ => Value::Unknown,
         },
         Expr::Geo(left, right) => {
             let left = eval(left, subject, env);
@@ -877,6 +919,26 @@ fn bin_value<'v>(subject: &'v Subject<'v>, name: &[u8], kind: i64) -> Value<'v> 
     }
 }
 
+/// A list or map op's result as a value: numbers, booleans and nil. Other
+/// results (strings, lists, maps) would need owned values and evaluate to
+/// unknown.
+fn scalar(result: Option<(u8, Vec<u8>)>) -> Value<'static> {
+    match result {
+        None => Value::Nil,
+        Some((particle::INTEGER, bytes)) => bytes
+            .as_slice()
+            .try_into()
+            .map_or(Value::Unknown, |b| Value::Int(i64::from_be_bytes(b))),
+        Some((particle::FLOAT, bytes)) => bytes
+            .as_slice()
+            .try_into()
+            .map_or(Value::Unknown, |b| Value::Float(f64::from_be_bytes(b))),
+        Some((particle::BOOL, bytes)) => Value::Bool(bytes.first().is_some_and(|&b| b != 0)),
+        Some((particle::NULL, _)) => Value::Nil,
+        Some(_) => Value::Unknown,
+    }
+}
+
 /// A stored value as the expression type asks for it; a mismatch is unknown.
 fn typed(particle_type: u8, bytes: &[u8], kind: i64) -> Value<'_> {
     match (kind, particle_type) {
@@ -887,6 +949,9 @@ fn typed(particle_type: u8, bytes: &[u8], kind: i64) -> Value<'_> {
             .try_into()
             .map_or(Value::Unknown, |b| Value::Float(f64::from_be_bytes(b))),
         (kind::STRING, particle::STRING) => Value::Str(bytes),
+        (kind::LIST, particle::LIST) | (kind::MAP, particle::MAP) => {
+            Value::Collection(particle_type, bytes)
+        }
         (kind::GEO, particle::GEOJSON) => {
             crate::geo::stored_text(bytes).map_or(Value::Unknown, Value::Geo)
         }
