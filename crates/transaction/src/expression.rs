@@ -1128,7 +1128,9 @@ mod tests {
 
     #[test]
     fn rejects_garbage_and_unknown_ops() {
-        assert_eq!(parse(&[0x91, 0x7f]), Err(ResultCode::UnsupportedFeature));
+        assert_eq!(parse(&[0x91, 0x60]), Err(ResultCode::UnsupportedFeature));
+        // A CALL needs its four operands.
+        assert_eq!(parse(&[0x91, 0x7f]), Err(ResultCode::Parameter));
         assert_eq!(parse(&[0x93, 0x01]), Err(ResultCode::Parameter));
         assert_eq!(parse(&[]), Err(ResultCode::Parameter));
         assert_eq!(parse(&[0x91; 100]), Err(ResultCode::Parameter));
