@@ -13,6 +13,7 @@
 use bolide_store::{RecordMeta, RecordView};
 use bolide_types::{particle, Digest, ResultCode, CITRUSLEAF_EPOCH_UNIX_SECONDS};
 use bolide_wire::msgpack::{Item, Reader};
+use std::borrow::Cow;
 
 const NODES_MAX: usize = 1024;
 const DEPTH_MAX: usize = 32;
@@ -266,15 +267,17 @@ pub enum Literal {
 }
 
 /// A value during evaluation; `Unknown` poisons comparisons.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Value<'v> {
     Unknown,
     Nil,
     Bool(bool),
     Int(i64),
     Float(f64),
-    Str(&'v [u8]),
-    Blob(&'v [u8]),
+    /// Borrowed from the request or the record, or the result of a list or
+    /// map read.
+    Str(Cow<'v, [u8]>),
+    Blob(Cow<'v, [u8]>),
     /// GeoJSON text.
     Geo(&'v [u8]),
     /// A stored list or map: its particle type and msgpack.
@@ -666,8 +669,8 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             Literal::Bool(value) => Value::Bool(*value),
             Literal::Int(value) => Value::Int(*value),
             Literal::Float(value) => Value::Float(*value),
-            Literal::Str(bytes) => Value::Str(bytes),
-            Literal::Blob(bytes) => Value::Blob(bytes),
+            Literal::Str(bytes) => Value::Str(Cow::Borrowed(bytes)),
+            Literal::Blob(bytes) => Value::Blob(Cow::Borrowed(bytes)),
             Literal::Geo(text) => Value::Geo(text),
         },
         Expr::Call { payload, bin } => match eval(bin, subject, env) {
@@ -714,7 +717,7 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
         }
         Expr::Bin { name, kind } => bin_value(subject, name, *kind),
         Expr::Regex(regex, string) => match eval(string, subject, env) {
-            Value::Str(bytes) => Value::Bool(regex.is_match(bytes)),
+            Value::Str(bytes) => Value::Bool(regex.is_match(&bytes)),
             _ => Value::Unknown,
         },
         Expr::Arith(op, operands) => {
@@ -752,7 +755,7 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             .iter()
             .rev()
             .find(|(defined, _)| *defined == name.as_slice())
-            .map_or(Value::Unknown, |(_, value)| *value),
+            .map_or(Value::Unknown, |(_, value)| value.clone()),
         Expr::BinType(name) => Value::Int(
             subject
                 .record
@@ -897,7 +900,7 @@ fn compare(op: i64, left: Value<'_>, right: Value<'_>) -> Value<'static> {
             Some(ordering) => ordering,
             None => return Value::Unknown,
         },
-        (Value::Str(a), Value::Str(b)) | (Value::Blob(a), Value::Blob(b)) => a.cmp(b),
+        (Value::Str(a), Value::Str(b)) | (Value::Blob(a), Value::Blob(b)) => a.cmp(&b),
         (Value::Bool(a), Value::Bool(b)) => a.cmp(&b),
         (Value::Nil, Value::Nil) => Ordering::Equal,
         _ => return Value::Unknown,
@@ -919,9 +922,8 @@ fn bin_value<'v>(subject: &'v Subject<'v>, name: &[u8], kind: i64) -> Value<'v> 
     }
 }
 
-/// A list or map op's result as a value: numbers, booleans and nil. Other
-/// results (strings, lists, maps) would need owned values and evaluate to
-/// unknown.
+/// A list or map op's result as a value: numbers, booleans, nil, strings
+/// and blobs. Lists and maps evaluate to unknown.
 fn scalar(result: Option<(u8, Vec<u8>)>) -> Value<'static> {
     match result {
         None => Value::Nil,
@@ -935,6 +937,10 @@ fn scalar(result: Option<(u8, Vec<u8>)>) -> Value<'static> {
             .map_or(Value::Unknown, |b| Value::Float(f64::from_be_bytes(b))),
         Some((particle::BOOL, bytes)) => Value::Bool(bytes.first().is_some_and(|&b| b != 0)),
         Some((particle::NULL, _)) => Value::Nil,
+        Some((particle::STRING, bytes)) => Value::Str(Cow::Owned(bytes)),
+        Some((particle_type, bytes)) if particle::is_blob(particle_type) => {
+            Value::Blob(Cow::Owned(bytes))
+        }
         Some(_) => Value::Unknown,
     }
 }
@@ -948,14 +954,14 @@ fn typed(particle_type: u8, bytes: &[u8], kind: i64) -> Value<'_> {
         (kind::FLOAT, particle::FLOAT) => bytes
             .try_into()
             .map_or(Value::Unknown, |b| Value::Float(f64::from_be_bytes(b))),
-        (kind::STRING, particle::STRING) => Value::Str(bytes),
+        (kind::STRING, particle::STRING) => Value::Str(Cow::Borrowed(bytes)),
         (kind::LIST, particle::LIST) | (kind::MAP, particle::MAP) => {
             Value::Collection(particle_type, bytes)
         }
         (kind::GEO, particle::GEOJSON) => {
             crate::geo::stored_text(bytes).map_or(Value::Unknown, Value::Geo)
         }
-        (kind::BLOB, p) if particle::is_blob(p) => Value::Blob(bytes),
+        (kind::BLOB, p) if particle::is_blob(p) => Value::Blob(Cow::Borrowed(bytes)),
         (kind::BOOL, particle::BOOL) => Value::Bool(bytes.first().is_some_and(|&b| b != 0)),
         (kind::NIL, _) => Value::Nil,
         _ => Value::Unknown,
@@ -978,7 +984,7 @@ fn meta<'v>(op: i64, subject: &'v Subject<'v>) -> Value<'v> {
             0 => Value::Int(-1),
             void => Value::Int(i64::from(void) - (subject.now_ms / 1000) as i64),
         },
-        code::SET_NAME => Value::Str(subject.set_name.unwrap_or("").as_bytes()),
+        code::SET_NAME => Value::Str(Cow::Borrowed(subject.set_name.unwrap_or("").as_bytes())),
         code::KEY_EXISTS => Value::Bool(subject.record.key.is_some()),
         code::IS_TOMBSTONE => Value::Bool(false),
         code::RECORD_SIZE | code::MEMORY_SIZE => Value::Int(subject.record_bytes as i64),
