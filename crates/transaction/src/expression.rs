@@ -108,7 +108,7 @@ pub enum Expr {
     /// True if the string `subject` evaluates to matches.
     Regex(PosixRegex, Box<Expr>),
     /// True if one side is a point inside the region the other side is.
-    Geo(Box<Expr>, Box<Expr>),
+    Geo(GeoSide, GeoSide),
     /// A list or map read op (the msgpack `[code, args...]` payload, as in
     /// `operate`) on the list or map `bin` evaluates to.
     Call {
@@ -122,6 +122,25 @@ pub enum Expr {
     /// Named values, then the expression that may use them.
     Let(Vec<(Vec<u8>, Expr)>, Box<Expr>),
     Var(Vec<u8>),
+}
+
+/// One side of a geo comparison: a literal, parsed once per request, or
+/// an expression (a GeoJSON bin) parsed per record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GeoSide {
+    Shape(crate::geo::Shape),
+    Expr(Box<Expr>),
+}
+
+impl GeoSide {
+    fn new(expr: Expr) -> Result<GeoSide, ResultCode> {
+        match expr {
+            Expr::Literal(Literal::Geo(text)) => crate::geo::Shape::parse(&text)
+                .map(GeoSide::Shape)
+                .ok_or(ResultCode::Parameter),
+            other => Ok(GeoSide::Expr(Box::new(other))),
+        }
+    }
 }
 
 /// A POSIX regular expression (as `regcomp` takes it), compiled once per
@@ -344,10 +363,10 @@ fn check_variables<'e>(expr: &'e Expr, scope: &mut Vec<&'e [u8]>) -> Result<(), 
             check_variables(right, scope)
         }
         Expr::Not(child) | Expr::Regex(_, child) => check_variables(child, scope),
-        Expr::Geo(left, right) => {
-            check_variables(left, scope)?;
-            check_variables(right, scope)
-        }
+        Expr::Geo(left, right) => [left, right].into_iter().try_for_each(|side| match side {
+            GeoSide::Expr(expr) => check_variables(expr, scope),
+            GeoSide::Shape(_) => Ok(()),
+        }),
         Expr::Call { bin, .. } => check_variables(bin, scope),
         Expr::And(children)
         | Expr::Or(children)
@@ -571,12 +590,7 @@ fn parse_call(
             let mut pair = children(2, reader)?;
             let right = pair.pop().ok_or(ResultCode::Parameter)?;
             let left = pair.pop().ok_or(ResultCode::Parameter)?;
-            for side in [&left, &right] {
-                if let Expr::Literal(Literal::Geo(text)) = side {
-                    crate::geo::Shape::parse(text).ok_or(ResultCode::Parameter)?;
-                }
-            }
-            Expr::Geo(Box::new(left), Box::new(right))
+            Expr::Geo(GeoSide::new(left)?, GeoSide::new(right)?)
         }
         code::DIGEST_MODULO => {
             expect(1)?;
@@ -682,18 +696,13 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             }
             _ => Value::Unknown,
         },
-        Expr::Geo(left, right) => {
-            let left = eval(left, subject, env);
-            match (left, eval(right, subject, env)) {
-                (Value::Geo(a), Value::Geo(b)) => {
-                    match (crate::geo::Shape::parse(a), crate::geo::Shape::parse(b)) {
-                        (Some(a), Some(b)) => Value::Bool(crate::geo::point_in_region(&a, &b)),
-                        _ => Value::Unknown,
-                    }
-                }
-                _ => Value::Unknown,
-            }
-        }
+        Expr::Geo(left, right) => match (
+            geo_shape(left, subject, env),
+            geo_shape(right, subject, env),
+        ) {
+            (Some(a), Some(b)) => Value::Bool(crate::geo::point_in_region(&a, &b)),
+            _ => Value::Unknown,
+        },
         Expr::Compare(op, left, right) => {
             let left = eval(left, subject, env);
             compare(*op, left, eval(right, subject, env))
@@ -777,6 +786,21 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             four.copy_from_slice(&subject.digest.0[16..20]);
             Value::Int(i64::from(u32::from_be_bytes(four)) % modulus)
         }
+    }
+}
+
+/// A geo side's shape: the literal's, or the GeoJSON its expression gives.
+fn geo_shape<'v>(
+    side: &'v GeoSide,
+    subject: &'v Subject<'v>,
+    env: &mut Env<'v>,
+) -> Option<Cow<'v, crate::geo::Shape>> {
+    match side {
+        GeoSide::Shape(shape) => Some(Cow::Borrowed(shape)),
+        GeoSide::Expr(expr) => match eval(expr, subject, env) {
+            Value::Geo(text) => crate::geo::Shape::parse(text).map(Cow::Owned),
+            _ => None,
+        },
     }
 }
 
