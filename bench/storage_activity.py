@@ -2,7 +2,7 @@
 """Per-second storage activity next to per-second throughput.
 
   storage_activity.py sample PORT SECONDS OUT.jsonl
-      polls `namespace/test` over one info connection every 0.25 s for
+      polls `namespace/test` with an info request every 0.25 s for
       SECONDS and writes one JSON line per sample (time + storage counters);
   storage_activity.py report TIMELINE.json START OUT.jsonl
       lines up a bolide-bench timeline (started at unix time START) with the
@@ -12,15 +12,18 @@
       without defragmentation.
 
 Used by bench/timeline-noise.sh. The sampler costs one small info request
-per 0.25 s on the server.
+(and connection) per 0.25 s on the server.
 """
 
 import json
-import socket
+import os
 import statistics
-import struct
 import sys
 import time
+
+# The raw info request of the test suite's protocol helpers.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+import wire  # noqa: E402
 
 COUNTERS = (
     "storage-engine.defrag_blocks",
@@ -31,32 +34,13 @@ COUNTERS = (
 )
 
 
-def info(sock: socket.socket, command: str) -> str:
-    body = (command + "\n").encode()
-    sock.sendall(struct.pack(">Q", (2 << 56) | (1 << 48) | len(body)) + body)
-    header = recv_exact(sock, 8)
-    length = struct.unpack(">Q", header)[0] & ((1 << 48) - 1)
-    return recv_exact(sock, length).decode()
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("server closed the info connection")
-        out += chunk
-    return bytes(out)
-
-
 def sample(port: int, seconds: float, path: str) -> None:
-    sock = socket.create_connection(("127.0.0.1", port))
     end = time.time() + seconds
     with open(path, "w") as out:
         while time.time() < end:
-            reply = info(sock, "namespace/test")
+            reply = wire.info_request(port, ["namespace/test"]).get("namespace/test", "")
             now = time.time()
-            fields = dict(kv.split("=", 1) for kv in reply.split("\t", 1)[-1].strip().split(";") if "=" in kv)
+            fields = dict(kv.split("=", 1) for kv in reply.strip().split(";") if "=" in kv)
             row = {"t": now}
             row.update({name: int(fields.get(name, "0")) for name in COUNTERS})
             out.write(json.dumps(row) + "\n")
