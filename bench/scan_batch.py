@@ -5,8 +5,9 @@
 2. raw scan rate: records/s for a whole-namespace scan, counted by a
    minimal protocol reader (so the Python client's per-record cost does not
    hide the server's);
-3. update throughput (Go benchmark, -w RU,0) with and without a concurrent
-   full scan.
+3. update throughput (Go benchmark, -w RU,0) without a scan, with a neutral
+   idle-priority busy loop on the server's CPU (the control), and during
+   full scans.
 
 Usage: bench/scan_batch.py --port 3320 --gobin .cache/gobin [--records 1000000]
 Expects a running bolided on 127.0.0.1:PORT; loads RECORDS x 100-byte
@@ -116,41 +117,58 @@ def raw_scan(port):
 def update_tps(args):
     """Per-second update TPS from the Go benchmark while scans come and go.
 
-    After a warm-up, the run alternates PERIOD seconds without scans and
-    PERIOD seconds of full scans back to back, CYCLES times. Alternating
-    keeps the slow drift of a shared machine out of the ratio. Returns the
-    TPS samples (one per second) with no scan, the samples taken while a
-    scan ran, and the scan totals."""
+    After a warm-up, the run rotates through three phases of PERIOD seconds,
+    CYCLES times: nothing else running ("quiet"), a neutral busy loop at
+    idle priority on --reader-cpu ("spin"), and full scans back to back
+    ("scan"). Rotating keeps the slow drift of a shared machine out of the
+    ratios. The spin phase is the control: on this VM any work on the
+    server's vCPU slows the load generator's vCPU (they share a host core),
+    so "scan vs spin" isolates what the scan itself costs the writes.
+    Returns {phase: [TPS samples]} and the scan totals."""
     period, cycles, warmup = args.period, args.cycles, 3
     proc = subprocess.Popen(
         ["taskset", "-c", args.client_cpu, f"{args.gobin}/benchmark", "-h", "127.0.0.1", "-p", str(args.port),
          "-n", "test", "-k", str(args.records), "-o", "S:100", "-w", "RU,0", "-c", "32"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    windows = []  # (start, end) of each scan period
+    windows = []  # (phase, start, end)
     totals = {"records": 0, "seconds": 0.0, "scans": 0}
     done = threading.Event()
 
-    def scanner():
+    def spin_phase():
+        spinner = subprocess.Popen(
+            ["chrt", "--idle", "0", "taskset", "-c", str(args.reader_cpu), "sh", "-c", "while :; do :; done"])
+        try:
+            done.wait(period)
+        finally:
+            spinner.kill()
+            spinner.wait()
+
+    def scan_phase():
+        start = time.monotonic()
+        while time.monotonic() - start < period and not done.is_set():
+            records, seconds = raw_scan(args.port)
+            totals["records"] += records
+            totals["seconds"] += seconds
+            totals["scans"] += 1
+
+    def driver():
         # The scan reader runs at the lowest nice value, on --reader-cpu
         # (default: the server's CPU, so its receive work does not come out
         # of the load generator's CPU, which bounds the baseline).
         os.nice(19)
         os.sched_setaffinity(0, {args.reader_cpu})
-        if done.wait(warmup + period):
+        if done.wait(warmup):
             return
         for _ in range(cycles):
-            start = time.monotonic()
-            while time.monotonic() - start < period:
-                records, seconds = raw_scan(args.port)
-                totals["records"] += records
-                totals["seconds"] += seconds
-                totals["scans"] += 1
-            windows.append((start, time.monotonic()))
-            if done.wait(period):
-                return
+            for phase, run in (("quiet", lambda: done.wait(period)), ("spin", spin_phase), ("scan", scan_phase)):
+                start = time.monotonic()
+                run()
+                windows.append((phase, start, time.monotonic()))
+                if done.is_set():
+                    return
 
-    thread = threading.Thread(target=scanner)
+    thread = threading.Thread(target=driver)
     started = time.monotonic()
     thread.start()
     samples = []
@@ -159,25 +177,21 @@ def update_tps(args):
             m = re.search(r"write\(tps=(\d+)", line)
             if m:
                 samples.append((time.monotonic(), int(m.group(1))))
-            if time.monotonic() - started > warmup + (2 * cycles + 1) * period:
+            if time.monotonic() - started > warmup + 3 * cycles * period + 1:
                 break
     finally:
         done.set()
         proc.terminate()
         proc.wait(timeout=10)
         thread.join()
-    quiet, busy = [], []
+    phases = {"quiet": [], "spin": [], "scan": []}
     for when, tps in samples:
-        # A sample covers the second before `when`: it counts as "during a
-        # scan" if that second lies inside a scan period, as "without" if it
-        # is at least a second clear of every scan period.
-        if when < started + warmup:
-            continue
-        if any(s + 1 <= when <= e for s, e in windows):
-            busy.append(tps)
-        elif all(when < s or when > e + 1 for s, e in windows):
-            quiet.append(tps)
-    return quiet, busy, totals
+        # A sample covers the second before `when`; it counts for a phase
+        # when that whole second lies inside the phase.
+        for phase, s, e in windows:
+            if s + 1 <= when <= e:
+                phases[phase].append(tps)
+    return phases, totals
 
 
 def main():
@@ -187,7 +201,7 @@ def main():
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--client-cpu", default="0")
     parser.add_argument("--reader-cpu", type=int, default=1)
-    parser.add_argument("--period", type=int, default=6, help="seconds with, then without, scans")
+    parser.add_argument("--period", type=int, default=6, help="seconds per phase")
     parser.add_argument("--cycles", type=int, default=4)
     args = parser.parse_args()
 
@@ -199,14 +213,20 @@ def main():
     records, seconds = raw_scan(args.port)
     print(f"full scan (idle server): {records:,} records in {seconds:.2f}s = {records / seconds:,.0f} records/s")
 
-    quiet, busy, totals = update_tps(args)
-    base = statistics.median(quiet)
-    print(f"update TPS without scan: median {base:,.0f}, min {min(quiet):,} = {min(quiet) / base:.0%} of the median"
-          f" ({len(quiet)} one-second samples)")
-    print(f"update TPS during {totals['scans']} full scans ({totals['records']:,} records in {totals['seconds']:.1f}s,"
-          f" {totals['records'] / totals['seconds']:,.0f} records/s): median {statistics.median(busy):,.0f},"
-          f" min {min(busy):,} = {statistics.median(busy) / base:.0%} / {min(busy) / base:.0%} of the median"
-          f" without ({len(busy)} samples)")
+    phases, totals = update_tps(args)
+    base = statistics.median(phases["quiet"])
+    spin = statistics.median(phases["spin"])
+    scan = statistics.median(phases["scan"])
+    for phase, label in (("quiet", "nothing else running"), ("spin", "idle-priority busy loop on the server CPU"),
+                         ("scan", "full scans back to back")):
+        values = phases[phase]
+        print(f"update TPS, {label}: median {statistics.median(values):,.0f}, min {min(values):,}"
+              f" ({len(values)} one-second samples)")
+    print(f"scans: {totals['scans']} full scans, {totals['records']:,} records in {totals['seconds']:.1f}s"
+          f" = {totals['records'] / totals['seconds']:,.0f} records/s")
+    print(f"writes during scans: {scan / base:.0%} of quiet (worst second {min(phases['scan']) / base:.0%});"
+          f" busy loop alone: {spin / base:.0%} of quiet; scans against the busy loop: {scan / spin:.0%}")
+
 
 if __name__ == "__main__":
     main()
