@@ -1165,4 +1165,194 @@ mod tests {
         assert_eq!(parse(&[]), Err(ResultCode::Parameter));
         assert_eq!(parse(&[0x91; 100]), Err(ResultCode::Parameter));
     }
+
+    // Hostile expressions: every operator with plausible and implausible
+    // operands, evaluated against records of every bin type. Parsing may
+    // refuse them; nothing may panic, loop or blow the stack.
+
+    fn pack_array(items: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let n = items.len();
+        if n < 16 {
+            out.push(0x90 | n as u8);
+        } else {
+            out.push(0xdc);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        items.iter().for_each(|item| out.extend_from_slice(item));
+        out
+    }
+
+    fn pack_int(value: i64) -> Vec<u8> {
+        let mut out = vec![0xd3];
+        out.extend_from_slice(&value.to_be_bytes());
+        out
+    }
+
+    fn pack_str(bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![0xd9, bytes.len().min(255) as u8];
+        out.extend_from_slice(&bytes[..bytes.len().min(255)]);
+        out
+    }
+
+    fn particle_str(particle_type: u8, text: &[u8]) -> Vec<u8> {
+        let mut bytes = vec![particle_type];
+        bytes.extend_from_slice(text);
+        pack_str(&bytes)
+    }
+
+    fn expression() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let bin_names = prop_oneof![
+            Just(b"n".to_vec()),
+            Just(b"s".to_vec()),
+            Just(b"f".to_vec()),
+            Just(b"l".to_vec()),
+            Just(b"m".to_vec()),
+            Just(b"g".to_vec()),
+            Just(b"x".to_vec()),
+        ];
+        let geo = prop_oneof![
+            Just(br#"{"type":"Point","coordinates":[1.0,2.0]}"#.to_vec()),
+            Just(br#"{"type":"AeroCircle","coordinates":[[1.0,2.0],1000]}"#.to_vec()),
+            Just(br#"{"type":"Polygon","coordinates":[[[0,0],[0,5],[5,5],[0,0]]]}"#.to_vec()),
+            Just(br#"{"type":"Polygon","coordinates":[]}"#.to_vec()),
+            Just(br#"{"type":"MultiPolygon","coordinates":[[[]]]}"#.to_vec()),
+            "[{}\\[\\]\",:a-z0-9]{0,20}".prop_map(String::into_bytes),
+        ];
+        let leaf = prop_oneof![
+            Just(vec![0xc0]),
+            any::<bool>().prop_map(|b| vec![if b { 0xc3 } else { 0xc2 }]),
+            prop_oneof![any::<i64>(), -70i64..70].prop_map(pack_int),
+            any::<f64>().prop_map(|f| {
+                let mut out = vec![0xcb];
+                out.extend_from_slice(&f.to_be_bytes());
+                out
+            }),
+            "[abc.*^$()|+?{}\\[\\]\\\\]{0,8}"
+                .prop_map(|t| particle_str(particle::STRING, t.as_bytes())),
+            proptest::collection::vec(any::<u8>(), 0..6)
+                .prop_map(|b| particle_str(particle::BLOB, &b)),
+            geo.prop_map(|g| particle_str(particle::GEOJSON, &g)),
+            (0i64..10, bin_names.clone()).prop_map(|(kind, name)| pack_array(&[
+                pack_int(code::BIN),
+                pack_int(kind),
+                pack_str(&name)
+            ])),
+            bin_names.prop_map(|name| pack_array(&[pack_int(code::BIN_TYPE), pack_str(&name)])),
+            (64i64..75).prop_map(|op| pack_array(&[pack_int(op)])),
+            (-2i64..5).prop_map(|m| pack_array(&[pack_int(code::DIGEST_MODULO), pack_int(m)])),
+            (0i64..10).prop_map(|kind| pack_array(&[pack_int(code::KEY), pack_int(kind)])),
+            prop_oneof![Just(b"a".to_vec()), Just(b"b".to_vec())]
+                .prop_map(|name| pack_array(&[pack_int(code::VAR), pack_str(&name)])),
+            proptest::collection::vec(any::<u8>(), 0..12),
+        ];
+        leaf.prop_recursive(5, 64, 5, |inner| {
+            prop_oneof![
+                // Any operator with any operands.
+                (
+                    prop_oneof![1i64..9, 16i64..42, 50i64..52, 123i64..128],
+                    proptest::collection::vec(inner.clone(), 0..5),
+                )
+                    .prop_map(|(op, args)| {
+                        let mut items = vec![pack_int(op)];
+                        items.extend(args);
+                        pack_array(&items)
+                    }),
+                // let a = x, b = y in z
+                (inner.clone(), inner.clone(), inner.clone()).prop_map(|(x, y, z)| {
+                    pack_array(&[pack_int(code::LET), pack_str(b"a"), x, pack_str(b"b"), y, z])
+                }),
+                // regex with its flags and pattern
+                (0i64..16, "[abc.*^$()|+?{}\\[\\]\\\\:]{0,10}", inner.clone()).prop_map(
+                    |(flags, pattern, subject)| {
+                        pack_array(&[
+                            pack_int(code::CMP_REGEX),
+                            pack_int(flags),
+                            pack_str(pattern.as_bytes()),
+                            subject,
+                        ])
+                    }
+                ),
+                // a list or map call: [127, type, 0, [op, args...], bin]
+                (
+                    0i64..10,
+                    prop_oneof![0i64..32, 64i64..112],
+                    proptest::collection::vec(inner.clone(), 0..4),
+                    inner,
+                )
+                    .prop_map(|(kind, op, args, bin)| {
+                        let mut call = vec![pack_int(op)];
+                        call.extend(args);
+                        pack_array(&[
+                            pack_int(code::CALL),
+                            pack_int(kind),
+                            pack_int(0),
+                            pack_array(&call),
+                            bin,
+                        ])
+                    }),
+            ]
+        })
+    }
+
+    fn hostile_record() -> Vec<u8> {
+        let list = pack_array(&[
+            pack_int(1),
+            particle_str(particle::STRING, b"a"),
+            pack_array(&[pack_int(2)]),
+        ]);
+        let map = {
+            let mut out = vec![0x82];
+            out.extend(particle_str(particle::STRING, b"a"));
+            out.extend(pack_int(1));
+            out.extend(particle_str(particle::STRING, b"b"));
+            out.extend(pack_array(&[]));
+            out
+        };
+        let mut geo = vec![0u8, 0, 0];
+        geo.extend_from_slice(br#"{"type":"Point","coordinates":[1.0,2.0]}"#);
+        let mut bytes = Vec::new();
+        let bins = [
+            (
+                b"n".as_slice(),
+                particle::INTEGER,
+                7i64.to_be_bytes().to_vec(),
+            ),
+            (b"s", particle::STRING, b"abc".to_vec()),
+            (b"f", particle::FLOAT, 1.5f64.to_be_bytes().to_vec()),
+            (b"l", particle::LIST, list),
+            (b"m", particle::MAP, map),
+            (b"g", particle::GEOJSON, geo),
+        ];
+        bolide_store::record::encode(
+            &mut bytes,
+            Some((particle::STRING, b"key".as_slice())),
+            bins.iter()
+                .map(|(name, particle_type, value)| bolide_store::Bin {
+                    name,
+                    particle_type: *particle_type,
+                    value,
+                }),
+        );
+        bytes
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        #[test]
+        fn hostile_expressions_never_panic(bytes in expression()) {
+            let stored = hostile_record();
+            let record = RecordView::parse(&stored).expect("record");
+            let mut empty_bytes = Vec::new();
+            bolide_store::record::encode(&mut empty_bytes, None, std::iter::empty());
+            let empty = RecordView::parse(&empty_bytes).expect("empty record");
+            let meta = RecordMeta { generation: 3, void_time: 100, ..RecordMeta::default() };
+            let digest = Digest([7; 20]);
+            if let Ok(expr) = parse(&bytes) {
+                let _ = passes(&expr, &subject_with(&record, &meta, &digest));
+                let _ = passes(&expr, &subject_with(&empty, &meta, &digest));
+            }
+        }
+    }
 }
