@@ -15,6 +15,11 @@
 # defragmented, records rewritten, blocks written, syncs) beside its
 # throughput (bench/storage_activity.py; SAMPLE=0 turns that off).
 #
+# SPIN=1 keeps CPU 1 (the server's) busy with an idle-priority busy loop
+# during the timeline: on this VM work on one vCPU slows the other (see
+# BENCHMARKS.md, Batch and scan), so the loop holds that effect constant
+# instead of letting it follow the server's own idle time.
+#
 #   bench/timeline-noise.sh [config ...]      # default: all four
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,17 +59,23 @@ for config in "${configs[@]}"; do
     sampler=$!
     sleep 0.5
   fi
+  spinner=
+  if [ "${SPIN:-0}" = 1 ]; then
+    chrt --idle 0 taskset -c 1 sh -c 'while :; do :; done' &
+    spinner=$!
+  fi
   start=$(date +%s.%N)
   $bench -w RU,50 -d 40s --json "$WORK/timeline.json" > /dev/null
+  [ -z "$spinner" ] || { kill "$spinner"; wait "$spinner" 2>/dev/null || true; }
   [ -z "$sampler" ] || wait "$sampler"
   kill "$pid"; wait "$pid" || true
   [ -z "$sampler" ] || python3 bench/storage_activity.py report "$WORK/timeline.json" "$start" "$WORK/activity.jsonl"
-  python3 - "$config" "$WORK/timeline.json" <<'PY'
+  python3 - "$config" "$WORK/timeline.json" "${SPIN:-0}" <<'PY'
 import json, statistics, sys
-config, path = sys.argv[1:]
+config, path = sys.argv[1:3]
 tps = [p["total_tps"] for p in json.load(open(path))["timeline"]][1:-1]
 m = statistics.median(tps)
-print(f"{config:13} median {m:7.0f} ops/s, worst second {min(tps):7.0f} ({100 * min(tps) / m:.0f}%), "
+print(f"{config + (' +spin' if sys.argv[3] == '1' else ''):18} median {m:7.0f} ops/s, worst second {min(tps):7.0f} ({100 * min(tps) / m:.0f}%), "
       f"{sum(1 for x in tps if x < 0.9 * m)} of {len(tps)} seconds below 90%")
 PY
 done
