@@ -3,8 +3,8 @@
 #
 # Needs only Rust (cargo with rustfmt + clippy), Go and Python 3.11 on PATH.
 # Sections: cargo fmt --check, clippy -D warnings, release build, cargo tests,
-# Python client suite (official `aerospike` 19.x in .venv), Go tools smoke
-# test. The build is fail-fast (everything else needs the binary); the other
+# Go tools smoke test, Python client suite (official `aerospike` 19.x in
+# .venv). The build is fail-fast (everything else needs the binary); the other
 # sections all run and the script exits non-zero at the end if any failed.
 #
 # Env knobs:
@@ -77,10 +77,12 @@ else
 fi
 "$VENV/bin/python" -c 'import importlib.metadata as m; print("aerospike", m.version("aerospike"), "| pytest", m.version("pytest"))'
 
+# Before the Python suite: it installs the Go tools, whose benchmark drives
+# the scan-under-load test (tests/python/test_scan_under_load.py).
+stage "Go tools smoke test (tests/go/smoke.sh)" ./tests/go/smoke.sh
+
 # shellcheck disable=SC2086
 stage "pytest tests/python" "$VENV/bin/python" -m pytest tests/python -q ${PYTEST_ARGS:-}
-
-stage "Go tools smoke test (tests/go/smoke.sh)" ./tests/go/smoke.sh
 
 section "summary after $(( $(date +%s) - START ))s"
 if (( ${#FAILED[@]} )); then

@@ -26,10 +26,13 @@ PER_TEST_TIMEOUT = int(os.environ.get("BOLIDE_TEST_TIMEOUT", "90"))
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     def _alarm(signum, frame):
-        raise TimeoutError(f"test exceeded {PER_TEST_TIMEOUT}s")
+        raise TimeoutError(f"test exceeded {limit}s")
 
+    # @pytest.mark.time_limit(SECONDS) gives a long test its own bound.
+    marker = item.get_closest_marker("time_limit")
+    limit = int(marker.args[0]) if marker else PER_TEST_TIMEOUT
     old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(PER_TEST_TIMEOUT)
+    signal.alarm(limit)
     try:
         yield
     finally:
