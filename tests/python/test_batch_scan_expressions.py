@@ -476,6 +476,45 @@ def test_geo_filters_find_points_in_regions(client, fresh_set):
             exp.GeoBin("loc"), aerospike.GeoJSON({"type": "Nowhere", "coordinates": []})).compile()})
 
 
+def test_list_and_map_values_in_filters(client, fresh_set):
+    """Lists and maps as literals, as results and as call arguments: the
+    client sends list literals quoted ([126, list]) and a call's arguments as
+    expressions, which the server evaluates per record."""
+    client.put((NS, fresh_set, 1), {"n": 2, "l": [1, 2, 3, [4]], "m": {"a": 1, "b": 2}})
+    client.put((NS, fresh_set, 2), {"n": 9, "l": [5, 6], "m": {"b": 2, "a": 1}})
+    client.put((NS, fresh_set, 3), {"n": 5, "l": [5], "m": {"a": 1, "b": 3}})
+
+    def picked(expression):
+        found = client.query(NS, fresh_set).results({"expressions": expression.compile()})
+        return sorted(b["n"] for _, _, b in found)
+
+    lst, mp = exp.ListBin("l"), exp.MapBin("m")
+    # Bins compared with list and map literals; a map's written order does
+    # not matter.
+    assert picked(exp.Eq(lst, [1, 2, 3, [4]])) == [2]
+    assert picked(exp.NE(lst, [5])) == [2, 9]
+    assert picked(exp.GT(lst, [5])) == [9]
+    assert picked(exp.Eq(mp, {"a": 1, "b": 2})) == [2, 9]
+    assert picked(exp.Eq(mp, {"b": 3, "a": 1})) == [5]
+    # A quoted list as a call's argument (a silent mismatch before).
+    in_list = exp.ListGetByValueList(None, aerospike.LIST_RETURN_COUNT, [1, 2, 5], lst)
+    assert picked(exp.Eq(in_list, 2)) == [2]
+    assert picked(exp.Eq(in_list, 1)) == [5, 9]
+    # A bin as a call's argument, evaluated for each record.
+    count_n = exp.ListGetByValue(None, aerospike.LIST_RETURN_COUNT, exp.IntBin("n"), lst)
+    assert picked(exp.Eq(count_n, 1)) == [2, 5]
+    assert picked(exp.GE(exp.MapGetByValue(None, aerospike.MAP_RETURN_COUNT, exp.IntBin("n"), mp), 1)) == [2]
+    # List and map results compared with literals, or read by another call.
+    head = exp.ListGetByIndexRange(None, aerospike.LIST_RETURN_VALUE, 0, 2, lst)
+    assert picked(exp.Eq(head, [5, 6])) == [9]
+    assert picked(exp.Eq(exp.ListSize(None, head), 1)) == [5]
+    keys = exp.MapGetByIndexRange(None, aerospike.MAP_RETURN_KEY, 0, 2, mp)
+    assert picked(exp.Eq(keys, ["a", "b"])) == [2, 5, 9]
+    # A list literal against an integer bin is a bad request.
+    with pytest.raises(ex.InvalidRequest):
+        client.get((NS, fresh_set, 1), {"expressions": exp.Eq(exp.IntBin("n"), [1]).compile()})
+
+
 def test_list_and_map_reads_in_filters(client, fresh_set):
     for i in range(1, 9):
         client.put((NS, fresh_set, i), {"n": i, "l": list(range(i)),
@@ -502,9 +541,10 @@ def test_list_and_map_reads_in_filters(client, fresh_set):
     from aerospike_helpers import cdt_ctx
     nested = exp.ListSize([cdt_ctx.cdt_ctx_list_index(0)], lst)
     assert picked(exp.Eq(nested, 3)) == [100]
-    # A list result is not a value a filter can compare: unknown, filtered out.
+    # A list result is a list: another call can read it (for the records
+    # whose first element is an int, ListSize is unknown: filtered out).
     first = exp.ListGetByIndex(None, aerospike.LIST_RETURN_VALUE, exp.ResultType.LIST, 0, lst)
-    assert picked(exp.Eq(exp.ListSize(None, first), 3)) == []
+    assert picked(exp.Eq(exp.ListSize(None, first), 3)) == [100]
     # Modifying calls inside a filter are not supported.
     with pytest.raises(ex.AerospikeError) as error:
         client.get((NS, fresh_set, 1), {"expressions": exp.Eq(

@@ -3,12 +3,14 @@
 //! and bins. A record passes only if the expression is definitely true;
 //! false or unknown (a missing bin, mismatched types) filters it out.
 //!
-//! Supported: literals (integer, float, string, blob, bool, nil),
+//! Supported: literals (integer, float, string, blob, bool, nil, list, map),
 //! comparisons (`==`, `!=`, `>`, `>=`, `<`, `<=`), `and`, `or`, `not`,
-//! `exclusive`, bin values and bin types, and record metadata: digest
-//! modulo, last update, since update, void time, TTL, set name, key, key
-//! exists, tombstone, record/memory/device size. Anything else is answered
-//! with UNSUPPORTED_FEATURE rather than guessed at.
+//! `exclusive`, bin values and bin types, record metadata (digest modulo,
+//! last update, since update, void time, TTL, set name, key, key exists,
+//! tombstone, record/memory/device size), arithmetic and bitwise operators,
+//! `cond`, `let`/`var`, list and map reads (CALL, system CDT), regex and
+//! geo comparisons. Anything else is answered with UNSUPPORTED_FEATURE
+//! rather than guessed at.
 
 use bolide_store::{RecordMeta, RecordView};
 use bolide_types::{particle, Digest, ResultCode, CITRUSLEAF_EPOCH_UNIX_SECONDS};
@@ -72,6 +74,7 @@ mod code {
     pub const COND: i64 = 123;
     pub const VAR: i64 = 124;
     pub const LET: i64 = 125;
+    pub const QUOTED: i64 = 126;
     pub const CALL: i64 = 127;
 }
 
@@ -112,7 +115,7 @@ pub enum Expr {
     /// A list or map read op (the msgpack `[code, args...]` payload, as in
     /// `operate`) on the list or map `bin` evaluates to.
     Call {
-        payload: Vec<u8>,
+        call: Call,
         bin: Box<Expr>,
     },
     /// Arithmetic and bitwise operators on integers or floats.
@@ -283,6 +286,29 @@ pub enum Literal {
     Blob(Vec<u8>),
     /// GeoJSON text.
     Geo(Vec<u8>),
+    /// A list (sent quoted, `[126, list]`) or a map: its msgpack.
+    List(Vec<u8>),
+    Map(Vec<u8>),
+}
+
+/// The op of a CALL. Its arguments are expressions too: literals, quoted
+/// lists, maps, or expressions (a bin, a variable, another call) evaluated
+/// for each record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// The payload when every argument is a literal (quotes removed).
+    fixed: Option<Vec<u8>>,
+    /// Everything before the arguments: the context if any, the array
+    /// header and the op code.
+    head: Vec<u8>,
+    args: Vec<CallArg>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum CallArg {
+    /// Msgpack as the op takes it.
+    Value(Vec<u8>),
+    Expr(Expr),
 }
 
 /// A value during evaluation; `Unknown` poisons comparisons.
@@ -299,8 +325,9 @@ enum Value<'v> {
     Blob(Cow<'v, [u8]>),
     /// GeoJSON text.
     Geo(&'v [u8]),
-    /// A stored list or map: its particle type and msgpack.
-    Collection(u8, &'v [u8]),
+    /// A list or map (stored, literal or a call's result): its particle
+    /// type and msgpack.
+    Collection(u8, Cow<'v, [u8]>),
 }
 
 impl Value<'_> {
@@ -367,7 +394,13 @@ fn check_variables<'e>(expr: &'e Expr, scope: &mut Vec<&'e [u8]>) -> Result<(), 
             GeoSide::Expr(expr) => check_variables(expr, scope),
             GeoSide::Shape(_) => Ok(()),
         }),
-        Expr::Call { bin, .. } => check_variables(bin, scope),
+        Expr::Call { call, bin } => {
+            check_variables(bin, scope)?;
+            call.args.iter().try_for_each(|arg| match arg {
+                CallArg::Expr(expr) => check_variables(expr, scope),
+                CallArg::Value(_) => Ok(()),
+            })
+        }
         Expr::And(children)
         | Expr::Or(children)
         | Expr::Exclusive(children)
@@ -442,6 +475,7 @@ fn parse_node(
         return Err(ResultCode::Parameter);
     }
     *budget -= 1;
+    let before = reader.remaining();
     let item = reader.item().map_err(|_| ResultCode::Parameter)?;
     Ok(match item {
         Item::Nil => Expr::Literal(Literal::Nil),
@@ -451,7 +485,14 @@ fn parse_node(
         Item::Float(value) => Expr::Literal(Literal::Float(value)),
         Item::Str(bytes) | Item::Bin(bytes) => Expr::Literal(particle_literal(bytes)?),
         Item::Array(count) => parse_call(reader, count, depth, budget)?,
-        Item::Map(_) | Item::Ext(..) => return Err(ResultCode::UnsupportedFeature),
+        Item::Map(pairs) => {
+            for _ in 0..u64::from(pairs) * 2 {
+                reader.skip().map_err(|_| ResultCode::Parameter)?;
+            }
+            let used = before.len() - reader.remaining().len();
+            Expr::Literal(Literal::Map(before[..used].to_vec()))
+        }
+        Item::Ext(..) => return Err(ResultCode::UnsupportedFeature),
     })
 }
 
@@ -468,6 +509,76 @@ fn particle_literal(bytes: &[u8]) -> Result<Literal, ResultCode> {
     }
 }
 
+/// The context marker of a CDT payload (`[0xff, context, [op, ...]]`).
+const CDT_CONTEXT: i64 = 0xff;
+
+/// A CALL's `[code, args...]` payload (or `[0xff, context, [code, args...]]`),
+/// with each argument a literal or an expression.
+fn call_payload(
+    reader: &mut Reader<'_>,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<Call, ResultCode> {
+    let start = reader.remaining();
+    let Ok(Item::Array(count)) = reader.item() else {
+        return Err(ResultCode::Parameter);
+    };
+    if count == 0 {
+        return Err(ResultCode::Parameter);
+    }
+    let code = reader.int().map_err(|_| ResultCode::Parameter)?;
+    let arguments = if code == CDT_CONTEXT {
+        if count != 3 {
+            return Err(ResultCode::Parameter);
+        }
+        // The context goes to the CDT code as it is.
+        reader.skip().map_err(|_| ResultCode::Parameter)?;
+        let Ok(Item::Array(op_count)) = reader.item() else {
+            return Err(ResultCode::Parameter);
+        };
+        if op_count == 0 {
+            return Err(ResultCode::Parameter);
+        }
+        reader.int().map_err(|_| ResultCode::Parameter)?;
+        op_count - 1
+    } else {
+        count - 1
+    };
+    if arguments > crate::cdt::ARGS_MAX {
+        return Err(ResultCode::Parameter);
+    }
+    let head = start[..start.len() - reader.remaining().len()].to_vec();
+    let mut args = Vec::new();
+    for _ in 0..arguments {
+        let raw = crate::cdt::value::next_item(reader)?;
+        let mut peek = Reader::new(raw);
+        let arg = match peek.item() {
+            Ok(Item::Array(2)) if peek.clone().int() == Ok(code::QUOTED) => {
+                peek.int().map_err(|_| ResultCode::Parameter)?;
+                CallArg::Value(crate::cdt::value::next_item(&mut peek)?.to_vec())
+            }
+            Ok(Item::Array(_)) => {
+                CallArg::Expr(parse_node(&mut Reader::new(raw), depth + 1, budget)?)
+            }
+            _ => CallArg::Value(raw.to_vec()),
+        };
+        args.push(arg);
+    }
+    let fixed = args
+        .iter()
+        .all(|arg| matches!(arg, CallArg::Value(_)))
+        .then(|| {
+            let mut payload = head.clone();
+            for arg in &args {
+                if let CallArg::Value(bytes) = arg {
+                    payload.extend_from_slice(bytes);
+                }
+            }
+            payload
+        });
+    Ok(Call { fixed, head, args })
+}
+
 fn parse_call(
     reader: &mut Reader<'_>,
     count: u32,
@@ -479,11 +590,12 @@ fn parse_call(
     }
     let op = reader.int().map_err(|_| ResultCode::Parameter)?;
     let arguments = count - 1;
-    let mut children = |n: u32, reader: &mut Reader<'_>| -> Result<Vec<Expr>, ResultCode> {
-        (0..n)
-            .map(|_| parse_node(reader, depth + 1, budget))
-            .collect()
-    };
+    let children =
+        |n: u32, reader: &mut Reader<'_>, budget: &mut usize| -> Result<Vec<Expr>, ResultCode> {
+            (0..n)
+                .map(|_| parse_node(reader, depth + 1, budget))
+                .collect()
+        };
     let expect = |n: u32| {
         if arguments == n {
             Ok(())
@@ -494,19 +606,21 @@ fn parse_call(
     Ok(match op {
         code::EQ..=code::LE => {
             expect(2)?;
-            let mut pair = children(2, reader)?;
+            let mut pair = children(2, reader, budget)?;
             let right = pair.pop().ok_or(ResultCode::Parameter)?;
             let left = pair.pop().ok_or(ResultCode::Parameter)?;
             check_types(&left, &right)?;
             Expr::Compare(op, Box::new(left), Box::new(right))
         }
-        code::AND => Expr::And(children(arguments, reader)?),
-        code::OR => Expr::Or(children(arguments, reader)?),
-        code::EXCLUSIVE => Expr::Exclusive(children(arguments, reader)?),
+        code::AND => Expr::And(children(arguments, reader, budget)?),
+        code::OR => Expr::Or(children(arguments, reader, budget)?),
+        code::EXCLUSIVE => Expr::Exclusive(children(arguments, reader, budget)?),
         code::NOT => {
             expect(1)?;
             Expr::Not(Box::new(
-                children(1, reader)?.pop().ok_or(ResultCode::Parameter)?,
+                children(1, reader, budget)?
+                    .pop()
+                    .ok_or(ResultCode::Parameter)?,
             ))
         }
         code::CMP_REGEX => {
@@ -517,7 +631,9 @@ fn parse_call(
                 _ => return Err(ResultCode::Parameter),
             };
             let regex = PosixRegex::compile(pattern, flags)?;
-            let subject = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
+            let subject = children(1, reader, budget)?
+                .pop()
+                .ok_or(ResultCode::Parameter)?;
             Expr::Regex(regex, Box::new(subject))
         }
         code::ADD
@@ -532,23 +648,23 @@ fn parse_call(
             if arguments == 0 {
                 return Err(ResultCode::Parameter);
             }
-            arith(op, children(arguments, reader)?)?
+            arith(op, children(arguments, reader, budget)?)?
         }
         code::INT_LSCAN | code::INT_RSCAN => {
             // [value, bit to look for]
             expect(2)?;
-            Expr::Arith(op, children(2, reader)?)
+            Expr::Arith(op, children(2, reader, budget)?)
         }
         _ if fixed_arity(op).is_some() => {
             let operands = fixed_arity(op).unwrap_or(1);
             expect(operands)?;
-            arith(op, children(operands, reader)?)?
+            arith(op, children(operands, reader, budget)?)?
         }
         code::COND => {
             if arguments < 3 || arguments.is_multiple_of(2) {
                 return Err(ResultCode::Parameter);
             }
-            Expr::Cond(children(arguments, reader)?)
+            Expr::Cond(children(arguments, reader, budget)?)
         }
         code::LET => {
             if arguments < 3 || arguments.is_multiple_of(2) {
@@ -557,10 +673,14 @@ fn parse_call(
             let mut definitions = Vec::new();
             for _ in 0..arguments / 2 {
                 let name = variable_name(reader)?;
-                let value = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
+                let value = children(1, reader, budget)?
+                    .pop()
+                    .ok_or(ResultCode::Parameter)?;
                 definitions.push((name, value));
             }
-            let scope = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
+            let scope = children(1, reader, budget)?
+                .pop()
+                .ok_or(ResultCode::Parameter)?;
             Expr::Let(definitions, Box::new(scope))
         }
         code::VAR => {
@@ -576,18 +696,27 @@ fn parse_call(
                 // Bit and HyperLogLog calls, and modifying calls.
                 return Err(ResultCode::UnsupportedFeature);
             }
-            let before = reader.remaining();
-            reader.skip().map_err(|_| ResultCode::Parameter)?;
-            let payload = before[..before.len() - reader.remaining().len()].to_vec();
-            let bin = children(1, reader)?.pop().ok_or(ResultCode::Parameter)?;
+            let call = call_payload(reader, depth, budget)?;
+            let bin = children(1, reader, budget)?
+                .pop()
+                .ok_or(ResultCode::Parameter)?;
             Expr::Call {
-                payload,
+                call,
                 bin: Box::new(bin),
+            }
+        }
+        code::QUOTED => {
+            expect(1)?;
+            let quoted = crate::cdt::value::next_item(reader)?;
+            match crate::cdt::value::container_kind(quoted) {
+                Some(true) => Expr::Literal(Literal::List(quoted.to_vec())),
+                Some(false) => Expr::Literal(Literal::Map(quoted.to_vec())),
+                None => parse_node(&mut Reader::new(quoted), depth + 1, budget)?,
             }
         }
         code::CMP_GEO => {
             expect(2)?;
-            let mut pair = children(2, reader)?;
+            let mut pair = children(2, reader, budget)?;
             let right = pair.pop().ok_or(ResultCode::Parameter)?;
             let left = pair.pop().ok_or(ResultCode::Parameter)?;
             Expr::Geo(GeoSide::new(left)?, GeoSide::new(right)?)
@@ -644,6 +773,8 @@ fn check_types(left: &Expr, right: &Expr) -> Result<(), ResultCode> {
         Expr::Literal(Literal::Str(_)) => Some(kind::STRING),
         Expr::Literal(Literal::Blob(_)) => Some(kind::BLOB),
         Expr::Literal(Literal::Geo(_)) => Some(kind::GEO),
+        Expr::Literal(Literal::List(_)) => Some(kind::LIST),
+        Expr::Literal(Literal::Map(_)) => Some(kind::MAP),
         _ => None,
     };
     let kind_of_bin = |expr: &Expr| match expr {
@@ -686,16 +817,35 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             Literal::Str(bytes) => Value::Str(Cow::Borrowed(bytes)),
             Literal::Blob(bytes) => Value::Blob(Cow::Borrowed(bytes)),
             Literal::Geo(text) => Value::Geo(text),
+            Literal::List(bytes) => Value::Collection(particle::LIST, Cow::Borrowed(bytes)),
+            Literal::Map(bytes) => Value::Collection(particle::MAP, Cow::Borrowed(bytes)),
         },
-        Expr::Call { payload, bin } => match eval(bin, subject, env) {
-            Value::Collection(particle_type, bytes) => {
-                match crate::cdt::execute(Some((particle_type, bytes)), payload, false) {
-                    Ok(outcome) => scalar(outcome.result),
-                    Err(_) => Value::Unknown,
+        Expr::Call { call, bin } => {
+            let Value::Collection(particle_type, bytes) = eval(bin, subject, env) else {
+                return Value::Unknown;
+            };
+            let payload = match &call.fixed {
+                Some(payload) => Cow::Borrowed(payload.as_slice()),
+                None => {
+                    let mut payload = call.head.clone();
+                    for arg in &call.args {
+                        match arg {
+                            CallArg::Value(bytes) => payload.extend_from_slice(bytes),
+                            CallArg::Expr(expr) => {
+                                if !pack(&eval(expr, subject, env), &mut payload) {
+                                    return Value::Unknown;
+                                }
+                            }
+                        }
+                    }
+                    Cow::Owned(payload)
                 }
+            };
+            match crate::cdt::execute(Some((particle_type, &bytes)), &payload, false) {
+                Ok(outcome) => call_result(outcome.result),
+                Err(_) => Value::Unknown,
             }
-            _ => Value::Unknown,
-        },
+        }
         Expr::Geo(left, right) => match (
             geo_shape(left, subject, env),
             geo_shape(right, subject, env),
@@ -927,6 +1077,12 @@ fn compare(op: i64, left: Value<'_>, right: Value<'_>) -> Value<'static> {
         (Value::Str(a), Value::Str(b)) | (Value::Blob(a), Value::Blob(b)) => a.cmp(&b),
         (Value::Bool(a), Value::Bool(b)) => a.cmp(&b),
         (Value::Nil, Value::Nil) => Ordering::Equal,
+        (Value::Collection(a_type, a), Value::Collection(b_type, b)) => {
+            match compare_collections(a_type, &a, b_type, &b) {
+                Some(ordering) => ordering,
+                None => return Value::Unknown,
+            }
+        }
         _ => return Value::Unknown,
     };
     Value::Bool(match op {
@@ -939,6 +1095,29 @@ fn compare(op: i64, left: Value<'_>, right: Value<'_>) -> Value<'static> {
     })
 }
 
+/// Lists compare element by element (Aerospike's value order); two maps
+/// compare with their top-level pairs in key order, so the order a map was
+/// written in does not matter.
+fn compare_collections(a_type: u8, a: &[u8], b_type: u8, b: &[u8]) -> Option<std::cmp::Ordering> {
+    use crate::cdt::value::{compare, encode_pairs, Map};
+    if a_type == particle::MAP && b_type == particle::MAP {
+        let sorted = |bytes: &[u8]| -> Option<Vec<u8>> {
+            let mut map = Map::parse(bytes).ok()?;
+            let mut failed = false;
+            map.pairs.sort_by(|x, y| {
+                compare(&x.0, &y.0).unwrap_or_else(|_| {
+                    failed = true;
+                    std::cmp::Ordering::Equal
+                })
+            });
+            (!failed)
+                .then(|| encode_pairs(0, map.pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))))
+        };
+        return compare(&sorted(a)?, &sorted(b)?).ok();
+    }
+    compare(a, b).ok()
+}
+
 fn bin_value<'v>(subject: &'v Subject<'v>, name: &[u8], kind: i64) -> Value<'v> {
     match subject.record.bin(name) {
         Some(bin) => typed(bin.particle_type, bin.value, kind),
@@ -946,9 +1125,52 @@ fn bin_value<'v>(subject: &'v Subject<'v>, name: &[u8], kind: i64) -> Value<'v> 
     }
 }
 
-/// A list or map op's result as a value: numbers, booleans, nil, strings
-/// and blobs. Lists and maps evaluate to unknown.
-fn scalar(result: Option<(u8, Vec<u8>)>) -> Value<'static> {
+/// A value as a CDT op's argument (msgpack, strings and blobs with their
+/// particle type first); false for unknown.
+fn pack(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
+    use crate::cdt::value::{float_bytes, write_int};
+    let mut raw = |kind: u8, particle_type: u8, bytes: &[u8]| {
+        let len = bytes.len() + 1;
+        match (kind, len) {
+            (0xa0, 0..=31) => out.push(0xa0 | len as u8),
+            (0xa0, 32..=255) => out.extend_from_slice(&[0xd9, len as u8]),
+            (0xa0, 256..=65535) => {
+                out.push(0xda);
+                out.extend_from_slice(&(len as u16).to_be_bytes());
+            }
+            (0xa0, _) => {
+                out.push(0xdb);
+                out.extend_from_slice(&(len as u32).to_be_bytes());
+            }
+            (_, 0..=255) => out.extend_from_slice(&[0xc4, len as u8]),
+            (_, 256..=65535) => {
+                out.push(0xc5);
+                out.extend_from_slice(&(len as u16).to_be_bytes());
+            }
+            _ => {
+                out.push(0xc6);
+                out.extend_from_slice(&(len as u32).to_be_bytes());
+            }
+        }
+        out.push(particle_type);
+        out.extend_from_slice(bytes);
+    };
+    match value {
+        Value::Unknown => return false,
+        Value::Nil => out.push(0xc0),
+        Value::Bool(value) => out.push(if *value { 0xc3 } else { 0xc2 }),
+        Value::Int(value) => write_int(out, *value),
+        Value::Float(value) => out.extend_from_slice(&float_bytes(*value)),
+        Value::Str(bytes) => raw(0xa0, particle::STRING, bytes),
+        Value::Blob(bytes) => raw(0xc4, particle::BLOB, bytes),
+        Value::Geo(text) => raw(0xa0, particle::GEOJSON, text),
+        Value::Collection(_, bytes) => out.extend_from_slice(bytes),
+    }
+    true
+}
+
+/// A list or map op's result as a value.
+fn call_result(result: Option<(u8, Vec<u8>)>) -> Value<'static> {
     match result {
         None => Value::Nil,
         Some((particle::INTEGER, bytes)) => bytes
@@ -965,6 +1187,9 @@ fn scalar(result: Option<(u8, Vec<u8>)>) -> Value<'static> {
         Some((particle_type, bytes)) if particle::is_blob(particle_type) => {
             Value::Blob(Cow::Owned(bytes))
         }
+        Some((particle_type @ (particle::LIST | particle::MAP), bytes)) => {
+            Value::Collection(particle_type, Cow::Owned(bytes))
+        }
         Some(_) => Value::Unknown,
     }
 }
@@ -980,7 +1205,7 @@ fn typed(particle_type: u8, bytes: &[u8], kind: i64) -> Value<'_> {
             .map_or(Value::Unknown, |b| Value::Float(f64::from_be_bytes(b))),
         (kind::STRING, particle::STRING) => Value::Str(Cow::Borrowed(bytes)),
         (kind::LIST, particle::LIST) | (kind::MAP, particle::MAP) => {
-            Value::Collection(particle_type, bytes)
+            Value::Collection(particle_type, Cow::Borrowed(bytes))
         }
         (kind::GEO, particle::GEOJSON) => {
             crate::geo::stored_text(bytes).map_or(Value::Unknown, Value::Geo)
@@ -1246,6 +1471,9 @@ mod tests {
             prop_oneof![Just(b"a".to_vec()), Just(b"b".to_vec())]
                 .prop_map(|name| pack_array(&[pack_int(code::VAR), pack_str(&name)])),
             proptest::collection::vec(any::<u8>(), 0..12),
+            // map literals
+            Just(vec![0x81, 0xa2, particle::STRING, b'a', 0x01]),
+            Just(vec![0x80]),
         ];
         leaf.prop_recursive(5, 64, 5, |inner| {
             prop_oneof![

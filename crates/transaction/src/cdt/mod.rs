@@ -21,7 +21,7 @@ use value::{List, Map, Particle};
 /// Most context levels one op may name.
 const CONTEXT_DEPTH_MAX: usize = 32;
 /// Most arguments an op may carry.
-const ARGS_MAX: u32 = 8;
+pub const ARGS_MAX: u32 = 8;
 /// Most nil elements a list insert past the end may add.
 pub const PAD_MAX: usize = 1 << 20;
 
