@@ -203,3 +203,87 @@ def test_replace_policy_with_plain_writes_in_operate(client, key):
     _, meta, bins = client.get(key)
     assert bins == {"n": 5}
     assert meta["gen"] == 2
+
+
+# ---------------------------------------------------------------------------
+# Expression operations (EXP_READ 7, EXP_MODIFY 8)
+# ---------------------------------------------------------------------------
+from aerospike_helpers import expressions as exp  # noqa: E402
+from aerospike_helpers.operations import expression_operations as eo  # noqa: E402
+
+
+def test_expression_read_computes_a_value(client, key):
+    client.put(key, {"balance": 50, "l": [3, 4, 5]})
+    _, meta, bins = client.operate(key, [
+        eo.expression_read("plus", exp.Add(exp.IntBin("balance"), 7).compile()),
+        eo.expression_read("head", exp.ListGetByIndexRange(
+            None, aerospike.LIST_RETURN_VALUE, 0, 2, exp.ListBin("l")).compile()),
+        eo.expression_read("rich", exp.GT(exp.IntBin("balance"), 10).compile()),
+    ])
+    assert bins == {"plus": 57, "head": [3, 4], "rich": True}
+    assert meta["gen"] == 1, "a read-only operate"
+    # A value that cannot be computed: 26, unless EVAL_NO_FAIL.
+    with pytest.raises(ex.OpNotApplicable):
+        client.operate(key, [eo.expression_read("x", exp.IntBin("missing").compile())])
+    _, _, bins = client.operate(key, [eo.expression_read(
+        "x", exp.IntBin("missing").compile(), aerospike.EXP_READ_EVAL_NO_FAIL)])
+    assert bins == {"x": None}
+    # Write flags on a read are a bad request.
+    with pytest.raises(ex.InvalidRequest):
+        client.operate(key, [eo.expression_read("x", exp.IntBin("balance").compile(),
+                                                aerospike.EXP_WRITE_CREATE_ONLY)])
+
+
+def test_expression_write_stores_the_value_and_sees_earlier_ops(client, key):
+    client.put(key, {"balance": 50, "s": "abc"})
+    _, meta, bins = client.operate(key, [
+        eo.expression_write("balance", exp.Add(exp.IntBin("balance"), 50).compile()),
+        op.write("t", 5),
+        eo.expression_write("u", exp.Mul(exp.IntBin("t"), 3).compile()),
+        op.read("balance"),
+        op.read("u"),
+    ])
+    assert (bins["balance"], bins["u"]) == (100, 15)
+    assert meta["gen"] == 2
+    assert client.get(key)[2] == {"balance": 100, "s": "abc", "t": 5, "u": 15}
+
+
+def test_expression_write_flags(client, key):
+    client.put(key, {"balance": 50, "s": "abc", "t": 1})
+    with pytest.raises(ex.BinExistsError):
+        client.operate(key, [eo.expression_write("balance", exp.Val(1).compile(), aerospike.EXP_WRITE_CREATE_ONLY)])
+    with pytest.raises(ex.BinNotFound):
+        client.operate(key, [eo.expression_write("new", exp.Val(1).compile(), aerospike.EXP_WRITE_UPDATE_ONLY)])
+    # POLICY_NO_FAIL: the op is skipped, the others go ahead.
+    client.operate(key, [
+        eo.expression_write("balance", exp.Val(1).compile(),
+                            aerospike.EXP_WRITE_CREATE_ONLY | aerospike.EXP_WRITE_POLICY_NO_FAIL),
+        op.write("other", "x"),
+    ])
+    assert client.get(key)[2]["balance"] == 50
+    # Nil deletes the bin only with ALLOW_DELETE; without flags it is 26.
+    with pytest.raises(ex.OpNotApplicable):
+        client.operate(key, [eo.expression_write("s", exp.Val(None).compile())])
+    client.operate(key, [eo.expression_write("t", exp.Val(None).compile(), aerospike.EXP_WRITE_ALLOW_DELETE)])
+    assert "t" not in client.get(key)[2]
+    # Unknown aborts the whole operate with 26, unless EVAL_NO_FAIL.
+    rich = exp.Cond(exp.GT(exp.IntBin("balance"), 1000), exp.Val("rich"), exp.Unknown()).compile()
+    with pytest.raises(ex.OpNotApplicable):
+        client.operate(key, [op.write("w", 1), eo.expression_write("s", rich)])
+    assert "w" not in client.get(key)[2], "a failed op leaves the record as it was"
+    client.operate(key, [eo.expression_write("s", rich, aerospike.EXP_WRITE_EVAL_NO_FAIL)])
+    assert client.get(key)[2]["s"] == "abc"
+
+
+def test_expression_ops_in_batch_operate(client, key):
+    keys = [(key[0], key[1], f"{key[2]}-{i}") for i in range(3)]
+    for i, k in enumerate(keys):
+        client.put(k, {"n": i})
+    result = client.batch_operate(keys, [
+        eo.expression_write("double", exp.Mul(exp.IntBin("n"), 2).compile()),
+        op.read("double"),
+    ])
+    assert [r.result for r in result.batch_records] == [0, 0, 0]
+    assert [r.record[2]["double"] for r in result.batch_records] == [0, 2, 4]
+    for k in keys:
+        client.remove(k)

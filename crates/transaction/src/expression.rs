@@ -21,6 +21,7 @@ const NODES_MAX: usize = 1024;
 const DEPTH_MAX: usize = 32;
 
 mod code {
+    pub const UNKNOWN: i64 = 0;
     pub const EQ: i64 = 1;
     pub const NE: i64 = 2;
     pub const GT: i64 = 3;
@@ -289,6 +290,8 @@ pub enum Literal {
     /// A list (sent quoted, `[126, list]`) or a map: its msgpack.
     List(Vec<u8>),
     Map(Vec<u8>),
+    /// `unknown`: aborts an expression op (answer 26 unless it may fail).
+    Unknown,
 }
 
 /// The op of a CALL. Its arguments are expressions too: literals, quoted
@@ -350,10 +353,104 @@ impl Value<'_> {
 pub struct Subject<'r> {
     pub digest: &'r Digest,
     pub meta: &'r RecordMeta,
-    pub record: &'r RecordView<'r>,
+    pub bins: Bins<'r>,
+    /// The record's stored key (type, bytes), if it has one.
+    pub key: Option<(u8, &'r [u8])>,
     pub record_bytes: usize,
     pub set_name: Option<&'r str>,
     pub now_ms: u64,
+}
+
+/// Where an expression reads bins from: a stored record, or the working
+/// copy of a write (earlier ops of the same request already applied).
+#[derive(Clone, Copy)]
+pub enum Bins<'r> {
+    Stored(&'r RecordView<'r>),
+    Working(&'r [crate::ops::WorkBin<'r>]),
+}
+
+impl<'r> Bins<'r> {
+    /// A bin's particle type and value.
+    fn get(self, name: &[u8]) -> Option<(u8, &'r [u8])> {
+        match self {
+            Bins::Stored(record) => record.bin(name).map(|bin| (bin.particle_type, bin.value)),
+            Bins::Working(bins) => bins
+                .iter()
+                .find(|bin| bin.name == name)
+                .map(|bin| (bin.particle_type, bin.value.as_ref())),
+        }
+    }
+}
+
+/// Flags of an expression read or write op (`[expression, flags]`).
+pub mod op_flag {
+    pub const CREATE_ONLY: u64 = 1;
+    pub const UPDATE_ONLY: u64 = 2;
+    pub const ALLOW_DELETE: u64 = 4;
+    pub const POLICY_NO_FAIL: u64 = 8;
+    pub const EVAL_NO_FAIL: u64 = 16;
+}
+
+/// An expression op (EXP_READ 7, EXP_MODIFY 8): its expression and flags.
+#[derive(Debug)]
+pub struct ExpOp {
+    pub expr: Expr,
+    pub flags: u64,
+}
+
+/// Parses an expression op's value, the msgpack `[expression, flags?]`.
+/// Flags a read or write does not have are a bad request.
+pub fn parse_op(value: &[u8], modify: bool) -> Result<ExpOp, ResultCode> {
+    let mut reader = Reader::new(value);
+    let count = match reader.item() {
+        Ok(Item::Array(count @ 1..=2)) => count,
+        _ => return Err(ResultCode::Parameter),
+    };
+    let expr = parse(crate::cdt::value::next_item(&mut reader)?)?;
+    let flags = if count == 2 {
+        match reader.item() {
+            Ok(Item::Int(flags)) if flags >= 0 => flags as u64,
+            Ok(Item::Uint(flags)) => flags,
+            _ => return Err(ResultCode::Parameter),
+        }
+    } else {
+        0
+    };
+    let allowed = if modify {
+        op_flag::CREATE_ONLY
+            | op_flag::UPDATE_ONLY
+            | op_flag::ALLOW_DELETE
+            | op_flag::POLICY_NO_FAIL
+            | op_flag::EVAL_NO_FAIL
+    } else {
+        op_flag::EVAL_NO_FAIL
+    };
+    if flags & !allowed != 0 || !reader.remaining().is_empty() {
+        return Err(ResultCode::Parameter);
+    }
+    Ok(ExpOp { expr, flags })
+}
+
+/// Evaluates an expression to a bin value: `Some(Some((particle type,
+/// stored bytes)))`, `Some(None)` for nil, `None` if it cannot be
+/// evaluated (unknown).
+#[allow(clippy::option_option)]
+pub fn evaluate(expr: &Expr, subject: &Subject<'_>) -> Option<Option<(u8, Vec<u8>)>> {
+    Some(Some(match eval(expr, subject, &mut Vec::new()) {
+        Value::Unknown => return None,
+        Value::Nil => return Some(None),
+        Value::Bool(value) => (particle::BOOL, vec![u8::from(value)]),
+        Value::Int(value) => (particle::INTEGER, value.to_be_bytes().to_vec()),
+        Value::Float(value) => (particle::FLOAT, value.to_be_bytes().to_vec()),
+        Value::Str(bytes) => (particle::STRING, bytes.into_owned()),
+        Value::Blob(bytes) => (particle::BLOB, bytes.into_owned()),
+        Value::Geo(text) => {
+            let mut stored = vec![0, 0, 0];
+            stored.extend_from_slice(text);
+            (particle::GEOJSON, stored)
+        }
+        Value::Collection(particle_type, bytes) => (particle_type, bytes.into_owned()),
+    }))
 }
 
 /// Parses an expression; malformed input is PARAMETER, an unknown
@@ -705,6 +802,10 @@ fn parse_call(
                 bin: Box::new(bin),
             }
         }
+        code::UNKNOWN => {
+            expect(0)?;
+            Expr::Literal(Literal::Unknown)
+        }
         code::QUOTED => {
             expect(1)?;
             let quoted = crate::cdt::value::next_item(reader)?;
@@ -819,6 +920,7 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             Literal::Geo(text) => Value::Geo(text),
             Literal::List(bytes) => Value::Collection(particle::LIST, Cow::Borrowed(bytes)),
             Literal::Map(bytes) => Value::Collection(particle::MAP, Cow::Borrowed(bytes)),
+            Literal::Unknown => Value::Unknown,
         },
         Expr::Call { call, bin } => {
             let Value::Collection(particle_type, bytes) = eval(bin, subject, env) else {
@@ -917,13 +1019,13 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             .map_or(Value::Unknown, |(_, value)| value.clone()),
         Expr::BinType(name) => Value::Int(
             subject
-                .record
-                .bin(name)
-                .map_or(i64::from(particle::NULL), |bin| {
-                    i64::from(bin.particle_type)
+                .bins
+                .get(name)
+                .map_or(i64::from(particle::NULL), |(particle_type, _)| {
+                    i64::from(particle_type)
                 }),
         ),
-        Expr::Key(kind) => match subject.record.key {
+        Expr::Key(kind) => match subject.key {
             Some((key_type, bytes)) => typed(key_type, bytes, *kind),
             None => Value::Unknown,
         },
@@ -1119,8 +1221,8 @@ fn compare_collections(a_type: u8, a: &[u8], b_type: u8, b: &[u8]) -> Option<std
 }
 
 fn bin_value<'v>(subject: &'v Subject<'v>, name: &[u8], kind: i64) -> Value<'v> {
-    match subject.record.bin(name) {
-        Some(bin) => typed(bin.particle_type, bin.value, kind),
+    match subject.bins.get(name) {
+        Some((particle_type, value)) => typed(particle_type, value, kind),
         None => Value::Unknown,
     }
 }
@@ -1234,7 +1336,7 @@ fn meta<'v>(op: i64, subject: &'v Subject<'v>) -> Value<'v> {
             void => Value::Int(i64::from(void) - (subject.now_ms / 1000) as i64),
         },
         code::SET_NAME => Value::Str(Cow::Borrowed(subject.set_name.unwrap_or("").as_bytes())),
-        code::KEY_EXISTS => Value::Bool(subject.record.key.is_some()),
+        code::KEY_EXISTS => Value::Bool(subject.key.is_some()),
         code::IS_TOMBSTONE => Value::Bool(false),
         code::RECORD_SIZE | code::MEMORY_SIZE => Value::Int(subject.record_bytes as i64),
         code::DEVICE_SIZE => Value::Int(0),
@@ -1327,7 +1429,8 @@ mod tests {
         Subject {
             digest,
             meta,
-            record,
+            bins: Bins::Stored(record),
+            key: record.key,
             record_bytes: 30,
             set_name: Some("demo"),
             now_ms: 1_000_000,

@@ -229,7 +229,8 @@ fn check_filter(
     let subject = expression::Subject {
         digest,
         meta,
-        record,
+        bins: expression::Bins::Stored(record),
+        key: record.key,
         record_bytes,
         set_name: namespace.set_name(meta.set_id),
         now_ms: bolide_types::now_citrusleaf_milliseconds(),

@@ -1,6 +1,6 @@
 //! Reads: get (all bins, named bins), exists / header.
 
-use crate::expression::Expr;
+use crate::expression::{self, op_flag, Expr};
 use bolide_store::{Namespace, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::MsgHeader;
@@ -21,9 +21,12 @@ pub fn execute(
     if header.n_ops == 0 && !metadata_only {
         return Err(ResultCode::Parameter);
     }
-    // Validate the ops before taking the lock.
+    // Validate the ops (and parse expression reads) before taking the lock.
+    let mut exp_reads = Vec::new();
     for op in message.ops() {
-        if op.op_type != op_type::READ && op.op_type != op_type::CDT_READ {
+        if op.op_type == op_type::EXP_READ {
+            exp_reads.push(expression::parse_op(op.value, false)?);
+        } else if op.op_type != op_type::READ && op.op_type != op_type::CDT_READ {
             return Err(if crate::ops::is_readable(op.op_type) {
                 ResultCode::UnsupportedFeature
             } else {
@@ -67,7 +70,33 @@ pub fn execute(
         }
     } else {
         let respond_all = header.info2 & info2::RESPOND_ALL_OPS != 0;
+        let mut exp_reads = exp_reads.iter();
         for op in message.ops() {
+            if op.op_type == op_type::EXP_READ {
+                let Some(exp) = exp_reads.next() else {
+                    return Err(ResultCode::Parameter);
+                };
+                let subject = expression::Subject {
+                    digest,
+                    meta: &entry.meta,
+                    bins: expression::Bins::Stored(&record),
+                    key: record.key,
+                    record_bytes: bytes.len(),
+                    set_name: namespace.set_name(entry.meta.set_id),
+                    now_ms: bolide_types::now_citrusleaf_milliseconds(),
+                };
+                match expression::evaluate(&exp.expr, &subject) {
+                    None if exp.flags & op_flag::EVAL_NO_FAIL == 0 => {
+                        return Err(ResultCode::OpNotApplicable)
+                    }
+                    Some(Some((particle_type, value))) => {
+                        writer.op(op_type::READ, particle_type, op.name, &value)
+                    }
+                    _ if respond_all => writer.op(op_type::READ, 0, op.name, &[]),
+                    _ => {}
+                }
+                continue;
+            }
             if op.op_type == op_type::CDT_READ {
                 let current = record
                     .bin(op.name)

@@ -1,7 +1,7 @@
 //! Writes: put (with exists and generation policies), delete, touch and
 //! operate, all under the partition's write lock.
 
-use crate::expression::Expr;
+use crate::expression::{self, op_flag, Expr};
 use crate::ops::{self, WorkBin};
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, RecordView};
@@ -105,6 +105,14 @@ pub fn execute(
         _ => Vec::new(),
     };
     let respond_all = header.info2 & info2::RESPOND_ALL_OPS != 0;
+    let context = Context {
+        digest,
+        meta: existing_meta.unwrap_or_default(),
+        set_name: namespace.set_name(existing_meta.map_or(set_id, |meta| meta.set_id)),
+        key: request_key.or(stored_key),
+        record_bytes: stored_bytes.map_or(0, <[u8]>::len),
+        now_ms,
+    };
     scratch.results.clear();
     let mut result_count: u16 = 0;
     let mut touch = false;
@@ -114,7 +122,7 @@ pub fn execute(
             &mut bins,
             op,
             respond_all,
-            header,
+            &context,
             &mut scratch.results,
             &mut result_count,
         )?;
@@ -194,7 +202,7 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
     for op in message.ops() {
         count += 1;
         match op.op_type {
-            op_type::READ => {
+            op_type::READ | op_type::EXP_READ => {
                 if header.info1 & info1::READ == 0 {
                     return Err(ResultCode::Parameter);
                 }
@@ -212,11 +220,11 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
                     return Err(ResultCode::Parameter);
                 }
             }
-            op_type::CDT_READ | op_type::CDT_MODIFY => {
+            op_type::CDT_READ | op_type::CDT_MODIFY | op_type::EXP_MODIFY => {
                 if op.name.is_empty() || op.name.len() > BIN_NAME_BYTES_MAX {
                     return Err(ResultCode::BinName);
                 }
-                if replace && op.op_type == op_type::CDT_MODIFY {
+                if replace && op.op_type != op_type::CDT_READ {
                     return Err(ResultCode::Parameter);
                 }
             }
@@ -258,20 +266,64 @@ fn check_exists_policy(header: &MsgHeader, exists: bool) -> Result<(), ResultCod
     Ok(())
 }
 
+/// What an expression op may read besides the bins: the record as it was
+/// before this request.
+struct Context<'c> {
+    digest: &'c Digest,
+    meta: RecordMeta,
+    set_name: Option<&'c str>,
+    key: Option<(u8, &'c [u8])>,
+    record_bytes: usize,
+    now_ms: u64,
+}
+
+impl Context<'_> {
+    /// Evaluates an expression against the working bins (see
+    /// [`expression::evaluate`]).
+    #[allow(clippy::option_option)]
+    fn evaluate(&self, expr: &Expr, bins: &[WorkBin<'_>]) -> Option<Option<(u8, Vec<u8>)>> {
+        let subject = expression::Subject {
+            digest: self.digest,
+            meta: &self.meta,
+            bins: expression::Bins::Working(bins),
+            key: self.key,
+            record_bytes: self.record_bytes,
+            set_name: self.set_name,
+            now_ms: self.now_ms,
+        };
+        expression::evaluate(expr, &subject)
+    }
+}
+
 /// Applies one op to the working bins, appending its result (if any).
 fn apply<'a>(
     bins: &mut Vec<WorkBin<'a>>,
     op: Op<'a>,
     respond_all: bool,
-    header: &MsgHeader,
+    context: &Context<'_>,
     results: &mut Vec<u8>,
     result_count: &mut u16,
 ) -> Result<(), ResultCode> {
     let position = bins.iter().position(|bin| bin.name == op.name);
     match op.op_type {
+        op_type::EXP_READ => {
+            let exp = expression::parse_op(op.value, false)?;
+            match context.evaluate(&exp.expr, bins) {
+                None if exp.flags & op_flag::EVAL_NO_FAIL == 0 => {
+                    return Err(ResultCode::OpNotApplicable)
+                }
+                Some(Some((particle_type, value))) => {
+                    encode_op(results, op_type::READ, particle_type, op.name, &value)
+                }
+                _ if respond_all => encode_op(results, op_type::READ, particle::NULL, op.name, &[]),
+                _ => return Ok(()),
+            }
+            *result_count += 1;
+            return Ok(());
+        }
+        op_type::EXP_MODIFY => exp_modify(bins, position, &op, context)?,
         op_type::READ => {
             if op.name.is_empty() {
-                let _ = header;
                 for bin in bins.iter() {
                     encode_op(
                         results,
@@ -352,6 +404,53 @@ fn apply<'a>(
         *result_count += 1;
     }
     Ok(())
+}
+
+/// EXP_MODIFY: writes what the expression evaluates to into the op's bin,
+/// under the op's flags (as the real server applies them).
+fn exp_modify<'a>(
+    bins: &mut Vec<WorkBin<'a>>,
+    position: Option<usize>,
+    op: &Op<'a>,
+    context: &Context<'_>,
+) -> Result<(), ResultCode> {
+    let exp = expression::parse_op(op.value, true)?;
+    let flags = exp.flags;
+    let no_fail = flags & op_flag::POLICY_NO_FAIL != 0;
+    let live = position.is_some();
+    if live && flags & op_flag::CREATE_ONLY != 0 {
+        return if no_fail {
+            Ok(())
+        } else {
+            Err(ResultCode::BinExists)
+        };
+    }
+    if !live && flags & op_flag::UPDATE_ONLY != 0 {
+        return if no_fail {
+            Ok(())
+        } else {
+            Err(ResultCode::BinNotFound)
+        };
+    }
+    match context.evaluate(&exp.expr, bins) {
+        None if flags & op_flag::EVAL_NO_FAIL != 0 => Ok(()),
+        None => Err(ResultCode::OpNotApplicable),
+        Some(None) => match position {
+            Some(i) if flags & op_flag::ALLOW_DELETE != 0 => {
+                bins.remove(i);
+                Ok(())
+            }
+            // The real server lets any flag excuse a nil result here (its
+            // check reads `flags && POLICY_NO_FAIL`); so does Bolide.
+            Some(_) if flags != 0 => Ok(()),
+            Some(_) => Err(ResultCode::OpNotApplicable),
+            None => Ok(()),
+        },
+        Some(Some((particle_type, value))) => {
+            set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
+            Ok(())
+        }
+    }
 }
 
 fn set_bin<'a>(
