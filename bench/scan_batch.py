@@ -203,9 +203,14 @@ def main():
     parser.add_argument("--reader-cpu", type=int, default=1)
     parser.add_argument("--period", type=int, default=6, help="seconds per phase")
     parser.add_argument("--cycles", type=int, default=4)
+    parser.add_argument("--skip-load", action="store_true", help="the records are already there")
+    parser.add_argument("--drop-caches", action="store_true",
+                        help="drop the page cache every 0.5 s during the update runs (root), so device reads "
+                             "come from the disk")
     args = parser.parse_args()
 
-    load(args)
+    if not args.skip_load:
+        load(args)
     client = aerospike.client({"hosts": [("127.0.0.1", args.port)]}).connect()
     batch_rate, single_rate = batch_vs_single(client)
     print(f"batch read of 100 keys: {batch_rate:,.0f} records/s; 100 single gets: {single_rate:,.0f} records/s;"
@@ -213,7 +218,17 @@ def main():
     records, seconds = raw_scan(args.port)
     print(f"full scan (idle server): {records:,} records in {seconds:.2f}s = {records / seconds:,.0f} records/s")
 
-    phases, totals = update_tps(args)
+    dropper = None
+    if args.drop_caches:
+        dropper = subprocess.Popen(
+            ["sh", "-c", "while :; do echo 1 > /proc/sys/vm/drop_caches; sleep 0.5; done"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        phases, totals = update_tps(args)
+    finally:
+        if dropper:
+            dropper.kill()
+            dropper.wait()
     base = statistics.median(phases["quiet"])
     spin = statistics.median(phases["spin"])
     scan = statistics.median(phases["scan"])
