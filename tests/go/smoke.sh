@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test with the official Go client's tools (cli, asinfo, benchmark)
-# against a real bolided. Exits non-zero on any failure; always stops the
-# server it started (by PID).
+# and its library (tests/go/client: batch, scan) against a real bolided.
+# Exits non-zero on any failure; always stops the server it started (by
+# PID).
 #
 # Env:
 #   BOLIDED_BIN        server binary (default: target/release/bolided)
@@ -265,6 +266,12 @@ timeout -s INT "$BENCH_SECONDS" "$BENCH" "${H[@]}" -n test -s bench -k 20000 -o 
 [[ $rc == 0 || $rc == 124 || $rc == 130 ]] || { tail -n 20 "$WORK/bench_ru.log" >&2; fail "benchmark -w RU,80 exited with $rc"; }
 check_bench "benchmark -w RU,80" "$WORK/bench_ru.log" RU
 grep -qE 'READ[[:space:]]' "$WORK/bench_ru.log" || fail "benchmark -L: no latency rows"
+
+log "official Go client: batch get/exists/operate, scan, partition queries (tests/go/client)"
+rc=0
+(cd "$ROOT/tests/go/client" && BOLIDE_PORT="$PORT" GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
+    timeout 600 go test -count=1 ./...) || rc=$?
+[[ $rc == 0 ]] || fail "go test in tests/go/client exited with $rc"
 
 kill -0 "$SERVER_PID" 2>/dev/null || fail "bolided died during the smoke test"
 log "graceful shutdown"
