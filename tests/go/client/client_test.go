@@ -218,3 +218,17 @@ func TestScanAllAndPartitions(t *testing.T) {
 		}
 	}
 }
+
+func TestBatchOf10000Keys(t *testing.T) {
+	client := connect(t)
+	keys := put(t, client, "go_batch_large_"+unique, 10_000)
+	records, err := client.BatchGet(nil, keys, "n")
+	if err != nil {
+		t.Fatalf("BatchGet of 10,000 keys: %v", err)
+	}
+	for i, rec := range records {
+		if rec == nil || rec.Bins["n"] != i {
+			t.Fatalf("record %d of 10,000: %v", i, rec)
+		}
+	}
+}
