@@ -431,14 +431,21 @@ pub fn parse_op(value: &[u8], modify: bool) -> Result<ExpOp, ResultCode> {
     Ok(ExpOp { expr, flags })
 }
 
-/// Evaluates an expression to a bin value: `Some(Some((particle type,
-/// stored bytes)))`, `Some(None)` for nil, `None` if it cannot be
-/// evaluated (unknown).
-#[allow(clippy::option_option)]
-pub fn evaluate(expr: &Expr, subject: &Subject<'_>) -> Option<Option<(u8, Vec<u8>)>> {
-    Some(Some(match eval(expr, subject, &mut Vec::new()) {
-        Value::Unknown => return None,
-        Value::Nil => return Some(None),
+/// What an expression op's expression evaluates to.
+#[derive(Debug, PartialEq)]
+pub enum Evaluated {
+    /// It cannot be evaluated (a missing bin, mismatched types, `unknown`).
+    Unknown,
+    Nil,
+    /// A bin value: particle type and stored bytes.
+    Value(u8, Vec<u8>),
+}
+
+/// Evaluates an expression to a bin value.
+pub fn evaluate(expr: &Expr, subject: &Subject<'_>) -> Evaluated {
+    let (particle_type, bytes) = match eval(expr, subject, &mut Vec::new()) {
+        Value::Unknown => return Evaluated::Unknown,
+        Value::Nil => return Evaluated::Nil,
         Value::Bool(value) => (particle::BOOL, vec![u8::from(value)]),
         Value::Int(value) => (particle::INTEGER, value.to_be_bytes().to_vec()),
         Value::Float(value) => (particle::FLOAT, value.to_be_bytes().to_vec()),
@@ -450,7 +457,8 @@ pub fn evaluate(expr: &Expr, subject: &Subject<'_>) -> Option<Option<(u8, Vec<u8
             (particle::GEOJSON, stored)
         }
         Value::Collection(particle_type, bytes) => (particle_type, bytes.into_owned()),
-    }))
+    };
+    Evaluated::Value(particle_type, bytes)
 }
 
 /// Parses an expression; malformed input is PARAMETER, an unknown

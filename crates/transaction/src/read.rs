@@ -1,6 +1,6 @@
 //! Reads: get (all bins, named bins), exists / header.
 
-use crate::expression::{self, op_flag, Expr};
+use crate::expression::{self, op_flag, Evaluated, Expr};
 use bolide_store::{Namespace, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::MsgHeader;
@@ -86,10 +86,10 @@ pub fn execute(
                     now_ms: bolide_types::now_citrusleaf_milliseconds(),
                 };
                 match expression::evaluate(&exp.expr, &subject) {
-                    None if exp.flags & op_flag::EVAL_NO_FAIL == 0 => {
+                    Evaluated::Unknown if exp.flags & op_flag::EVAL_NO_FAIL == 0 => {
                         return Err(ResultCode::OpNotApplicable)
                     }
-                    Some(Some((particle_type, value))) => {
+                    Evaluated::Value(particle_type, value) => {
                         writer.op(op_type::READ, particle_type, op.name, &value)
                     }
                     _ if respond_all => writer.op(op_type::READ, 0, op.name, &[]),

@@ -1,7 +1,7 @@
 //! Writes: put (with exists and generation policies), delete, touch and
 //! operate, all under the partition's write lock.
 
-use crate::expression::{self, op_flag, Expr};
+use crate::expression::{self, op_flag, Evaluated, Expr};
 use crate::ops::{self, WorkBin};
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, RecordView};
@@ -280,8 +280,7 @@ struct Context<'c> {
 impl Context<'_> {
     /// Evaluates an expression against the working bins (see
     /// [`expression::evaluate`]).
-    #[allow(clippy::option_option)]
-    fn evaluate(&self, expr: &Expr, bins: &[WorkBin<'_>]) -> Option<Option<(u8, Vec<u8>)>> {
+    fn evaluate(&self, expr: &Expr, bins: &[WorkBin<'_>]) -> Evaluated {
         let subject = expression::Subject {
             digest: self.digest,
             meta: &self.meta,
@@ -309,10 +308,10 @@ fn apply<'a>(
         op_type::EXP_READ => {
             let exp = expression::parse_op(op.value, false)?;
             match context.evaluate(&exp.expr, bins) {
-                None if exp.flags & op_flag::EVAL_NO_FAIL == 0 => {
+                Evaluated::Unknown if exp.flags & op_flag::EVAL_NO_FAIL == 0 => {
                     return Err(ResultCode::OpNotApplicable)
                 }
-                Some(Some((particle_type, value))) => {
+                Evaluated::Value(particle_type, value) => {
                     encode_op(results, op_type::READ, particle_type, op.name, &value)
                 }
                 _ if respond_all => encode_op(results, op_type::READ, particle::NULL, op.name, &[]),
@@ -433,9 +432,9 @@ fn exp_modify<'a>(
         };
     }
     match context.evaluate(&exp.expr, bins) {
-        None if flags & op_flag::EVAL_NO_FAIL != 0 => Ok(()),
-        None => Err(ResultCode::OpNotApplicable),
-        Some(None) => match position {
+        Evaluated::Unknown if flags & op_flag::EVAL_NO_FAIL != 0 => Ok(()),
+        Evaluated::Unknown => Err(ResultCode::OpNotApplicable),
+        Evaluated::Nil => match position {
             Some(i) if flags & op_flag::ALLOW_DELETE != 0 => {
                 bins.remove(i);
                 Ok(())
@@ -446,7 +445,7 @@ fn exp_modify<'a>(
             Some(_) => Err(ResultCode::OpNotApplicable),
             None => Ok(()),
         },
-        Some(Some((particle_type, value))) => {
+        Evaluated::Value(particle_type, value) => {
             set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
             Ok(())
         }
