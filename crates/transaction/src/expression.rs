@@ -1691,7 +1691,26 @@ mod tests {
             if let Ok(expr) = parse(&bytes) {
                 let _ = passes(&expr, &subject_with(&record, &meta, &digest));
                 let _ = passes(&expr, &subject_with(&empty, &meta, &digest));
+                // As an expression op sees a write's working copy.
+                let working: Vec<crate::ops::WorkBin<'_>> = record
+                    .bins()
+                    .map(|bin| crate::ops::WorkBin {
+                        name: bin.name,
+                        particle_type: bin.particle_type,
+                        value: Cow::Borrowed(bin.value),
+                    })
+                    .collect();
+                let subject = Subject {
+                    bins: Bins::Working(&working),
+                    ..subject_with(&record, &meta, &digest)
+                };
+                let _ = evaluate(&expr, &subject);
             }
+            // And as the value of an expression op, `[expression, flags]`.
+            let mut op = vec![0x92];
+            op.extend_from_slice(&bytes);
+            op.push(0x10);
+            let _ = parse_op(&op, true);
         }
     }
 }
