@@ -1239,44 +1239,46 @@ fn bin_value<'v>(subject: &'v Subject<'v>, name: &[u8], kind: i64) -> Value<'v> 
 /// particle type first); false for unknown.
 fn pack(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
     use crate::cdt::value::{float_bytes, write_int};
-    let mut raw = |kind: u8, particle_type: u8, bytes: &[u8]| {
-        let len = bytes.len() + 1;
-        match (kind, len) {
-            (0xa0, 0..=31) => out.push(0xa0 | len as u8),
-            (0xa0, 32..=255) => out.extend_from_slice(&[0xd9, len as u8]),
-            (0xa0, 256..=65535) => {
-                out.push(0xda);
-                out.extend_from_slice(&(len as u16).to_be_bytes());
-            }
-            (0xa0, _) => {
-                out.push(0xdb);
-                out.extend_from_slice(&(len as u32).to_be_bytes());
-            }
-            (_, 0..=255) => out.extend_from_slice(&[0xc4, len as u8]),
-            (_, 256..=65535) => {
-                out.push(0xc5);
-                out.extend_from_slice(&(len as u16).to_be_bytes());
-            }
-            _ => {
-                out.push(0xc6);
-                out.extend_from_slice(&(len as u32).to_be_bytes());
-            }
-        }
-        out.push(particle_type);
-        out.extend_from_slice(bytes);
-    };
     match value {
         Value::Unknown => return false,
         Value::Nil => out.push(0xc0),
         Value::Bool(value) => out.push(if *value { 0xc3 } else { 0xc2 }),
         Value::Int(value) => write_int(out, *value),
         Value::Float(value) => out.extend_from_slice(&float_bytes(*value)),
-        Value::Str(bytes) => raw(0xa0, particle::STRING, bytes),
-        Value::Blob(bytes) => raw(0xc4, particle::BLOB, bytes),
-        Value::Geo(text) => raw(0xa0, particle::GEOJSON, text),
+        Value::Str(bytes) => write_typed_bytes(out, Raw::Str, particle::STRING, bytes),
+        Value::Blob(bytes) => write_typed_bytes(out, Raw::Bin, particle::BLOB, bytes),
+        Value::Geo(text) => write_typed_bytes(out, Raw::Str, particle::GEOJSON, text),
         Value::Collection(_, bytes) => out.extend_from_slice(bytes),
     }
     true
+}
+
+/// The msgpack family a string or blob is written as.
+enum Raw {
+    Str,
+    Bin,
+}
+
+/// A msgpack str or bin holding the particle type byte, then `bytes`: how
+/// list and map values carry strings, blobs and GeoJSON.
+fn write_typed_bytes(out: &mut Vec<u8>, raw: Raw, particle_type: u8, bytes: &[u8]) {
+    let len = bytes.len() + 1;
+    match (raw, u16::try_from(len), u8::try_from(len)) {
+        (Raw::Str, _, _) if len < 32 => out.push(0xa0 | len as u8),
+        (Raw::Str, _, Ok(len)) => out.extend_from_slice(&[0xd9, len]),
+        (Raw::Bin, _, Ok(len)) => out.extend_from_slice(&[0xc4, len]),
+        (raw, Ok(len), _) => {
+            out.push(if matches!(raw, Raw::Str) { 0xda } else { 0xc5 });
+            out.extend_from_slice(&len.to_be_bytes());
+        }
+        (raw, Err(_), _) => {
+            out.push(if matches!(raw, Raw::Str) { 0xdb } else { 0xc6 });
+            // Values are bounded by the record size, far below 4 GiB.
+            out.extend_from_slice(&(len as u32).to_be_bytes());
+        }
+    }
+    out.push(particle_type);
+    out.extend_from_slice(bytes);
 }
 
 /// A list or map op's result as a value.
@@ -1490,6 +1492,27 @@ mod tests {
         assert!(!passes(&parse(&and).expect("and"), &subject));
         and[1] = 0x11;
         assert!(passes(&parse(&and).expect("or"), &subject));
+    }
+
+    #[test]
+    fn typed_bytes_use_the_smallest_msgpack_header() {
+        let header = |raw, len: usize| {
+            let mut out = Vec::new();
+            write_typed_bytes(&mut out, raw, particle::STRING, &vec![b'x'; len]);
+            let mut reader = Reader::new(&out);
+            match reader.item() {
+                Ok(Item::Str(bytes) | Item::Bin(bytes)) => assert_eq!(bytes.len(), len + 1),
+                other => panic!("{other:?}"),
+            }
+            out[0]
+        };
+        assert_eq!(header(Raw::Str, 3), 0xa4);
+        assert_eq!(header(Raw::Str, 31), 0xd9);
+        assert_eq!(header(Raw::Str, 300), 0xda);
+        assert_eq!(header(Raw::Str, 70_000), 0xdb);
+        assert_eq!(header(Raw::Bin, 3), 0xc4);
+        assert_eq!(header(Raw::Bin, 300), 0xc5);
+        assert_eq!(header(Raw::Bin, 70_000), 0xc6);
     }
 
     #[test]
