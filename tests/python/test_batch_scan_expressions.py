@@ -177,7 +177,8 @@ def scan_threads(pid):
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 # Field 41 (policy), counted after the ")" closing field 2.
                 found.append((tid, int(f.read().rsplit(")", 1)[1].split()[38])))
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
+            # The thread ended between the listing and the read.
             continue
     return found
 

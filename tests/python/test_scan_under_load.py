@@ -62,7 +62,10 @@ print(seen["records"], seen["bad"], round(time.monotonic() - started, 2))
 
 def pin_all_threads(pid: int, cpu: int) -> None:
     for tid in os.listdir(f"/proc/{pid}/task"):
-        os.sched_setaffinity(int(tid), {cpu})
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except ProcessLookupError:
+            pass  # the thread ended meanwhile
 
 
 def go_benchmark(port: int, *args: str) -> list[str]:
