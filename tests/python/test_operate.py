@@ -246,6 +246,17 @@ def test_expression_write_stores_the_value_and_sees_earlier_ops(client, key):
     assert (bins["balance"], bins["u"]) == (100, 15)
     assert meta["gen"] == 2
     assert client.get(key)[2] == {"balance": 100, "s": "abc", "t": 5, "u": 15}
+    # Values of every kind are stored as they evaluate: a blob stays a blob,
+    # a list a list, a string a string.
+    client.put(key, {"b": b"\x00\x01raw", "l": [1, [2]], "m": {"k": "v"}})
+    client.operate(key, [
+        eo.expression_write("b2", exp.BlobBin("b").compile()),
+        eo.expression_write("l2", exp.ListBin("l").compile()),
+        eo.expression_write("m2", exp.MapBin("m").compile()),
+        eo.expression_write("f", exp.ToFloat(exp.IntBin("u")).compile()),
+    ])
+    bins = client.get(key)[2]
+    assert (bins["b2"], bins["l2"], bins["m2"], bins["f"]) == (b"\x00\x01raw", [1, [2]], {"k": "v"}, 15.0)
 
 
 def test_expression_write_flags(client, key):

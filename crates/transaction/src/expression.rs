@@ -284,7 +284,8 @@ pub enum Literal {
     Int(i64),
     Float(f64),
     Str(Vec<u8>),
-    Blob(Vec<u8>),
+    /// A blob: its particle type (the client's blob kind) and bytes.
+    Blob(u8, Vec<u8>),
     /// GeoJSON text.
     Geo(Vec<u8>),
     /// A list (sent quoted, `[126, list]`) or a map: its msgpack.
@@ -325,7 +326,8 @@ enum Value<'v> {
     /// Borrowed from the request or the record, or the result of a list or
     /// map read.
     Str(Cow<'v, [u8]>),
-    Blob(Cow<'v, [u8]>),
+    /// A blob: its particle type (the client's blob kind) and bytes.
+    Blob(u8, Cow<'v, [u8]>),
     /// GeoJSON text.
     Geo(&'v [u8]),
     /// A list or map (stored, literal or a call's result): its particle
@@ -450,7 +452,7 @@ pub fn evaluate(expr: &Expr, subject: &Subject<'_>) -> Evaluated {
         Value::Int(value) => (particle::INTEGER, value.to_be_bytes().to_vec()),
         Value::Float(value) => (particle::FLOAT, value.to_be_bytes().to_vec()),
         Value::Str(bytes) => (particle::STRING, bytes.into_owned()),
-        Value::Blob(bytes) => (particle::BLOB, bytes.into_owned()),
+        Value::Blob(particle_type, bytes) => (particle_type, bytes.into_owned()),
         Value::Geo(text) => {
             let mut stored = vec![0, 0, 0];
             stored.extend_from_slice(text);
@@ -607,7 +609,7 @@ fn particle_literal(bytes: &[u8]) -> Result<Literal, ResultCode> {
         Some((&particle::STRING, rest)) => Ok(Literal::Str(rest.to_vec())),
         Some((&particle::GEOJSON, rest)) => Ok(Literal::Geo(rest.to_vec())),
         Some((&particle_type, rest)) if particle::is_blob(particle_type) => {
-            Ok(Literal::Blob(rest.to_vec()))
+            Ok(Literal::Blob(particle_type, rest.to_vec()))
         }
         Some(_) => Err(ResultCode::UnsupportedFeature),
         None => Err(ResultCode::Parameter),
@@ -880,7 +882,7 @@ fn check_types(left: &Expr, right: &Expr) -> Result<(), ResultCode> {
         Expr::Literal(Literal::Int(_)) => Some(kind::INT),
         Expr::Literal(Literal::Float(_)) => Some(kind::FLOAT),
         Expr::Literal(Literal::Str(_)) => Some(kind::STRING),
-        Expr::Literal(Literal::Blob(_)) => Some(kind::BLOB),
+        Expr::Literal(Literal::Blob(..)) => Some(kind::BLOB),
         Expr::Literal(Literal::Geo(_)) => Some(kind::GEO),
         Expr::Literal(Literal::List(_)) => Some(kind::LIST),
         Expr::Literal(Literal::Map(_)) => Some(kind::MAP),
@@ -924,7 +926,9 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             Literal::Int(value) => Value::Int(*value),
             Literal::Float(value) => Value::Float(*value),
             Literal::Str(bytes) => Value::Str(Cow::Borrowed(bytes)),
-            Literal::Blob(bytes) => Value::Blob(Cow::Borrowed(bytes)),
+            Literal::Blob(particle_type, bytes) => {
+                Value::Blob(*particle_type, Cow::Borrowed(bytes))
+            }
             Literal::Geo(text) => Value::Geo(text),
             Literal::List(bytes) => Value::Collection(particle::LIST, Cow::Borrowed(bytes)),
             Literal::Map(bytes) => Value::Collection(particle::MAP, Cow::Borrowed(bytes)),
@@ -1184,7 +1188,7 @@ fn compare(op: i64, left: Value<'_>, right: Value<'_>) -> Value<'static> {
             Some(ordering) => ordering,
             None => return Value::Unknown,
         },
-        (Value::Str(a), Value::Str(b)) | (Value::Blob(a), Value::Blob(b)) => a.cmp(&b),
+        (Value::Str(a), Value::Str(b)) | (Value::Blob(_, a), Value::Blob(_, b)) => a.cmp(&b),
         (Value::Bool(a), Value::Bool(b)) => a.cmp(&b),
         (Value::Nil, Value::Nil) => Ordering::Equal,
         (Value::Collection(a_type, a), Value::Collection(b_type, b)) => {
@@ -1246,7 +1250,9 @@ fn pack(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
         Value::Int(value) => write_int(out, *value),
         Value::Float(value) => out.extend_from_slice(&float_bytes(*value)),
         Value::Str(bytes) => write_typed_bytes(out, Raw::Str, particle::STRING, bytes),
-        Value::Blob(bytes) => write_typed_bytes(out, Raw::Bin, particle::BLOB, bytes),
+        Value::Blob(particle_type, bytes) => {
+            write_typed_bytes(out, Raw::Bin, *particle_type, bytes)
+        }
         Value::Geo(text) => write_typed_bytes(out, Raw::Str, particle::GEOJSON, text),
         Value::Collection(_, bytes) => out.extend_from_slice(bytes),
     }
@@ -1297,7 +1303,7 @@ fn call_result(result: Option<(u8, Vec<u8>)>) -> Value<'static> {
         Some((particle::NULL, _)) => Value::Nil,
         Some((particle::STRING, bytes)) => Value::Str(Cow::Owned(bytes)),
         Some((particle_type, bytes)) if particle::is_blob(particle_type) => {
-            Value::Blob(Cow::Owned(bytes))
+            Value::Blob(particle_type, Cow::Owned(bytes))
         }
         Some((particle_type @ (particle::LIST | particle::MAP), bytes)) => {
             Value::Collection(particle_type, Cow::Owned(bytes))
@@ -1322,7 +1328,7 @@ fn typed(particle_type: u8, bytes: &[u8], kind: i64) -> Value<'_> {
         (kind::GEO, particle::GEOJSON) => {
             crate::geo::stored_text(bytes).map_or(Value::Unknown, Value::Geo)
         }
-        (kind::BLOB, p) if particle::is_blob(p) => Value::Blob(Cow::Borrowed(bytes)),
+        (kind::BLOB, p) if particle::is_blob(p) => Value::Blob(p, Cow::Borrowed(bytes)),
         (kind::BOOL, particle::BOOL) => Value::Bool(bytes.first().is_some_and(|&b| b != 0)),
         (kind::NIL, _) => Value::Nil,
         _ => Value::Unknown,
