@@ -298,3 +298,23 @@ def test_expression_ops_in_batch_operate(client, key):
     assert [r.record[2]["double"] for r in result.batch_records] == [0, 2, 4]
     for k in keys:
         client.remove(k)
+
+
+def test_expression_write_keeps_the_blob_kind(server, client, key):
+    # A blob of another kind than the Python client writes (7, a Java
+    # serialized blob), written raw; an expression copies it; the copy must
+    # keep kind 7 (it came back as 4 when values lost their kind).
+    import wire
+    digest = aerospike.calc_digest(*key)
+    fields = wire.key_fields(key[0], key[1], digest)
+    java_blob = 7
+    with wire.connect(server.port) as sock:
+        sock.sendall(wire.as_msg(fields, [wire.op_bytes(wire.OP_WRITE, java_blob, b"jb", b"\xac\xed\x00\x05")],
+                                 info2=wire.INFO2_WRITE))
+        assert wire.read_response(sock).result_code == 0
+        client.operate(key, [eo.expression_write("copy", exp.BlobBin("jb").compile())])
+        sock.sendall(wire.as_msg(fields, [], info1=wire.INFO1_READ | wire.INFO1_GET_ALL))
+        answer = wire.read_response(sock)
+    assert answer.result_code == 0
+    assert sorted((name, ptype, value) for _, ptype, name, value in answer.ops) == [
+        (b"copy", java_blob, b"\xac\xed\x00\x05"), (b"jb", java_blob, b"\xac\xed\x00\x05")]

@@ -730,7 +730,6 @@ impl Namespace {
     }
 }
 
-/// Whether free blocks are few enough that defrag must not wait.
 /// Paces defrag to the rate blocks are being written (a token bucket
 /// refilled at [`DEFRAG_RATE_NUMERATOR`]/[`DEFRAG_RATE_DENOMINATOR`] times
 /// that rate, at least [`DEFRAG_RATE_FLOOR_BYTES`] a second), unless space

@@ -443,6 +443,20 @@ pub enum Evaluated {
     Value(u8, Vec<u8>),
 }
 
+impl Evaluated {
+    /// What an expression read answers: the value, `None` for nil (or,
+    /// with EVAL_NO_FAIL, for a value that cannot be computed), or 26.
+    pub fn read_answer(self, flags: u64) -> Result<Option<(u8, Vec<u8>)>, ResultCode> {
+        match self {
+            Evaluated::Value(particle_type, value) => Ok(Some((particle_type, value))),
+            Evaluated::Unknown if flags & op_flag::EVAL_NO_FAIL == 0 => {
+                Err(ResultCode::OpNotApplicable)
+            }
+            Evaluated::Unknown | Evaluated::Nil => Ok(None),
+        }
+    }
+}
+
 /// Evaluates an expression to a bin value.
 pub fn evaluate(expr: &Expr, subject: &Subject<'_>) -> Evaluated {
     let (particle_type, bytes) = match eval(expr, subject, &mut Vec::new()) {
@@ -1242,7 +1256,7 @@ fn bin_value<'v>(subject: &'v Subject<'v>, name: &[u8], kind: i64) -> Value<'v> 
 /// A value as a CDT op's argument (msgpack, strings and blobs with their
 /// particle type first); false for unknown.
 fn pack(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
-    use crate::cdt::value::{float_bytes, write_int};
+    use crate::cdt::value::{float_bytes, write_int, write_typed_bytes, Raw};
     match value {
         Value::Unknown => return false,
         Value::Nil => out.push(0xc0),
@@ -1257,34 +1271,6 @@ fn pack(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
         Value::Collection(_, bytes) => out.extend_from_slice(bytes),
     }
     true
-}
-
-/// The msgpack family a string or blob is written as.
-enum Raw {
-    Str,
-    Bin,
-}
-
-/// A msgpack str or bin holding the particle type byte, then `bytes`: how
-/// list and map values carry strings, blobs and GeoJSON.
-fn write_typed_bytes(out: &mut Vec<u8>, raw: Raw, particle_type: u8, bytes: &[u8]) {
-    let len = bytes.len() + 1;
-    match (raw, u16::try_from(len), u8::try_from(len)) {
-        (Raw::Str, _, _) if len < 32 => out.push(0xa0 | len as u8),
-        (Raw::Str, _, Ok(len)) => out.extend_from_slice(&[0xd9, len]),
-        (Raw::Bin, _, Ok(len)) => out.extend_from_slice(&[0xc4, len]),
-        (raw, Ok(len), _) => {
-            out.push(if matches!(raw, Raw::Str) { 0xda } else { 0xc5 });
-            out.extend_from_slice(&len.to_be_bytes());
-        }
-        (raw, Err(_), _) => {
-            out.push(if matches!(raw, Raw::Str) { 0xdb } else { 0xc6 });
-            // Values are bounded by the record size, far below 4 GiB.
-            out.extend_from_slice(&(len as u32).to_be_bytes());
-        }
-    }
-    out.push(particle_type);
-    out.extend_from_slice(bytes);
 }
 
 /// A list or map op's result as a value.
@@ -1502,6 +1488,7 @@ mod tests {
 
     #[test]
     fn typed_bytes_use_the_smallest_msgpack_header() {
+        use crate::cdt::value::{write_typed_bytes, Raw};
         let header = |raw, len: usize| {
             let mut out = Vec::new();
             write_typed_bytes(&mut out, raw, particle::STRING, &vec![b'x'; len]);
@@ -1536,22 +1523,11 @@ mod tests {
     // refuse them; nothing may panic, loop or blow the stack.
 
     fn pack_array(items: &[Vec<u8>]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let n = items.len();
-        if n < 16 {
-            out.push(0x90 | n as u8);
-        } else {
-            out.push(0xdc);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        items.iter().for_each(|item| out.extend_from_slice(item));
-        out
+        crate::cdt::value::encode_items(items.iter().map(Vec::as_slice))
     }
 
     fn pack_int(value: i64) -> Vec<u8> {
-        let mut out = vec![0xd3];
-        out.extend_from_slice(&value.to_be_bytes());
-        out
+        crate::cdt::value::int_bytes(value)
     }
 
     fn pack_str(bytes: &[u8]) -> Vec<u8> {
@@ -1589,11 +1565,7 @@ mod tests {
             Just(vec![0xc0]),
             any::<bool>().prop_map(|b| vec![if b { 0xc3 } else { 0xc2 }]),
             prop_oneof![any::<i64>(), -70i64..70].prop_map(pack_int),
-            any::<f64>().prop_map(|f| {
-                let mut out = vec![0xcb];
-                out.extend_from_slice(&f.to_be_bytes());
-                out
-            }),
+            any::<f64>().prop_map(crate::cdt::value::float_bytes),
             "[abc.*^$()|+?{}\\[\\]\\\\]{0,8}"
                 .prop_map(|t| particle_str(particle::STRING, t.as_bytes())),
             proptest::collection::vec(any::<u8>(), 0..6)

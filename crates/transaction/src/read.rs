@@ -1,6 +1,6 @@
 //! Reads: get (all bins, named bins), exists / header.
 
-use crate::expression::{self, op_flag, Evaluated, Expr};
+use crate::expression::{self, Expr};
 use bolide_store::{Namespace, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::MsgHeader;
@@ -85,15 +85,12 @@ pub fn execute(
                     set_name: namespace.set_name(entry.meta.set_id),
                     now_ms: bolide_types::now_citrusleaf_milliseconds(),
                 };
-                match expression::evaluate(&exp.expr, &subject) {
-                    Evaluated::Unknown if exp.flags & op_flag::EVAL_NO_FAIL == 0 => {
-                        return Err(ResultCode::OpNotApplicable)
-                    }
-                    Evaluated::Value(particle_type, value) => {
+                match expression::evaluate(&exp.expr, &subject).read_answer(exp.flags)? {
+                    Some((particle_type, value)) => {
                         writer.op(op_type::READ, particle_type, op.name, &value)
                     }
-                    _ if respond_all => writer.op(op_type::READ, 0, op.name, &[]),
-                    _ => {}
+                    None if respond_all => writer.op(op_type::READ, 0, op.name, &[]),
+                    None => {}
                 }
                 continue;
             }

@@ -307,15 +307,14 @@ fn apply<'a>(
     match op.op_type {
         op_type::EXP_READ => {
             let exp = expression::parse_op(op.value, false)?;
-            match context.evaluate(&exp.expr, bins) {
-                Evaluated::Unknown if exp.flags & op_flag::EVAL_NO_FAIL == 0 => {
-                    return Err(ResultCode::OpNotApplicable)
-                }
-                Evaluated::Value(particle_type, value) => {
+            match context.evaluate(&exp.expr, bins).read_answer(exp.flags)? {
+                Some((particle_type, value)) => {
                     encode_op(results, op_type::READ, particle_type, op.name, &value)
                 }
-                _ if respond_all => encode_op(results, op_type::READ, particle::NULL, op.name, &[]),
-                _ => return Ok(()),
+                None if respond_all => {
+                    encode_op(results, op_type::READ, particle::NULL, op.name, &[])
+                }
+                None => return Ok(()),
             }
             *result_count += 1;
             return Ok(());

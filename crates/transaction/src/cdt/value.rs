@@ -413,6 +413,34 @@ pub fn write_int(out: &mut Vec<u8>, value: i64) {
     }
 }
 
+/// The msgpack family a string or blob is written as.
+pub enum Raw {
+    Str,
+    Bin,
+}
+
+/// A msgpack str or bin holding the particle type byte, then `bytes`: how
+/// list and map values carry strings, blobs and GeoJSON.
+pub fn write_typed_bytes(out: &mut Vec<u8>, raw: Raw, particle_type: u8, bytes: &[u8]) {
+    let len = bytes.len() + 1;
+    match (raw, u16::try_from(len), u8::try_from(len)) {
+        (Raw::Str, _, _) if len < 32 => out.push(0xa0 | len as u8),
+        (Raw::Str, _, Ok(len)) => out.extend_from_slice(&[0xd9, len]),
+        (Raw::Bin, _, Ok(len)) => out.extend_from_slice(&[0xc4, len]),
+        (raw, Ok(len), _) => {
+            out.push(if matches!(raw, Raw::Str) { 0xda } else { 0xc5 });
+            out.extend_from_slice(&len.to_be_bytes());
+        }
+        (raw, Err(_), _) => {
+            out.push(if matches!(raw, Raw::Str) { 0xdb } else { 0xc6 });
+            // Values are bounded by the record size, far below 4 GiB.
+            out.extend_from_slice(&(len as u32).to_be_bytes());
+        }
+    }
+    out.push(particle_type);
+    out.extend_from_slice(bytes);
+}
+
 pub fn int_bytes(value: i64) -> Vec<u8> {
     let mut out = Vec::with_capacity(9);
     write_int(&mut out, value);
