@@ -1,11 +1,13 @@
 //! The primary index of one partition: digest → record metadata and data.
 //!
-//! An open-addressing hash table with linear probing, laid out as three
-//! parallel arrays: one byte of tag per slot (probing reads only these), the
-//! 34-byte digest and metadata of each slot (byte arrays, so no padding), and
-//! the 8-byte record pointer. A slot costs exactly [`SLOT_BYTES`] = 43 bytes,
-//! and a lookup or insert touches three cache lines. The digest is already
-//! uniformly random, so its bytes are the hash.
+//! An open-addressing hash table with linear probing, laid out as parallel
+//! arrays: one byte of tag per slot (probing reads only these), then each
+//! slot's packed entry (its digest and metadata, and in a persistent
+//! namespace its storage block and extent, all as bytes, so no padding), and,
+//! when the data is in memory, the 8-byte record pointer. A lookup or insert
+//! touches the tag's cache line, the one or two lines of the entry and, in
+//! memory, the pointer's line. The digest is already uniformly random, so its
+//! bytes are the hash.
 //!
 //! Capacity is not a power of two: the table grows by 1.3× when it is 85%
 //! full and shrinks when under 30%, so it stays 65–85% full and the index
@@ -13,29 +15,26 @@
 //! Deletion shifts later slots back, so there are no tombstones.
 //!
 //! ```text
-//! slot i:  tags[i]     u8         0 = empty, else 0x80 | 7 hash bits
-//!          entries[i]  [u8; 20]   digest
-//!                      [u8; 2]    generation (LE)
-//!                      [u8; 4]    void time (LE), seconds since 2010-01-01, 0 = never
-//!                      [u8; 8]    stamp (LE): last-update ms (low 48 bits) | set id << 48
-//!          records[i]  8 bytes    thin pointer to the record's bytes
-//!                                 (only when the data is in memory)
-//!          locations[i] u32       persistent namespaces: the storage block
-//!                                 of the current version
-//!          extents[i]  [u32; 2]   data on the device only: the entry's
-//!                                 offset in its block and padded size
+//! slot i:  tags[i]       u8         0 = empty, else 0x80 | 7 hash bits
+//!          entries[i]    [u8; 20]   digest                           (all layouts)
+//!                        [u8; 2]    generation (LE)
+//!                        [u8; 4]    void time (LE), seconds since 2010-01-01, 0 = never
+//!                        [u8; 8]    stamp (LE): last-update ms (low 48 bits) | set id << 48
+//!                        [u8; 4]    storage block of the current version (LE) (persistent)
+//!                        [u8; 4]    the entry's offset in that block (LE)     (data on device)
+//!                        [u8; 4]    the entry's padded size (LE)              (data on device)
+//!          records[i]    8 bytes    thin pointer to the record's bytes (data in memory)
 //! ```
 //!
-//! So a slot costs 43 bytes in memory, 47 with the data in memory and
-//! persisted, and 47 with the data on the device only (no pointer, but
-//! location and extent).
+//! So a slot costs 43 bytes in memory (34-byte entry + pointer), 47 with the
+//! data in memory and persisted (38 + pointer), and 47 with the data on the
+//! device only (a 46-byte entry, no pointer).
 
 use crate::blob::RecordBlob;
 use bolide_types::Digest;
 
-/// Bytes of index memory per slot.
-pub const SLOT_BYTES: usize =
-    1 + std::mem::size_of::<SlotEntry>() + std::mem::size_of::<Option<RecordBlob>>();
+/// Bytes of index memory per slot of an in-memory namespace.
+pub const SLOT_BYTES: usize = 1 + ENTRY_BYTES + std::mem::size_of::<Option<RecordBlob>>();
 
 const LOAD_MAX_PERCENT: usize = 85;
 const LOAD_MIN_PERCENT: usize = 30;
@@ -43,6 +42,24 @@ const GROWTH_NUMERATOR: usize = 13;
 const GROWTH_DENOMINATOR: usize = 10;
 const CAPACITY_MIN: usize = 8;
 const LAST_UPDATE_MASK: u64 = (1 << 48) - 1;
+
+/// Bytes of digest and metadata at the start of every entry.
+const ENTRY_BYTES: usize = 34;
+
+/// Byte offsets of the fields of an entry (see the module docs).
+mod at {
+    pub const DIGEST: usize = 0;
+    pub const GENERATION: usize = 20;
+    pub const VOID_TIME: usize = 22;
+    pub const STAMP: usize = 26;
+    pub const LOCATION: usize = 34;
+    pub const EXTENT_OFFSET: usize = 38;
+    pub const EXTENT_BYTES: usize = 42;
+    pub const END: usize = 46;
+}
+
+const _: () = assert!(at::LOCATION == ENTRY_BYTES);
+const _: () = assert!(std::mem::size_of::<Option<RecordBlob>>() == 8);
 
 /// A record's metadata as the index holds it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -135,64 +152,97 @@ pub enum Layout {
     Device,
 }
 
-/// Digest and metadata of one slot, as bytes: alignment 1, no padding.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C)]
-struct SlotEntry {
-    digest: [u8; 20],
-    generation: [u8; 2],
-    void_time: [u8; 4],
-    stamp: [u8; 8],
-}
-
-const _: () = assert!(std::mem::size_of::<SlotEntry>() == 34);
-const _: () = assert!(std::mem::align_of::<SlotEntry>() == 1);
-
-impl SlotEntry {
-    fn new(digest: &Digest, meta: RecordMeta) -> SlotEntry {
-        let mut entry = SlotEntry {
-            digest: digest.0,
-            ..SlotEntry::default()
-        };
-        entry.set_meta(meta);
-        entry
-    }
-
+impl Layout {
+    /// Bytes of one slot's entry.
     #[inline]
-    fn meta(&self) -> RecordMeta {
-        let stamp = u64::from_le_bytes(self.stamp);
-        RecordMeta {
-            generation: u16::from_le_bytes(self.generation),
-            void_time: u32::from_le_bytes(self.void_time),
-            last_update_ms: stamp & LAST_UPDATE_MASK,
-            set_id: (stamp >> 48) as u16,
+    const fn stride(self) -> usize {
+        match self {
+            Layout::Memory => ENTRY_BYTES,
+            Layout::Persisted => at::EXTENT_OFFSET,
+            Layout::Device => at::END,
         }
     }
 
-    fn set_meta(&mut self, meta: RecordMeta) {
-        self.generation = meta.generation.to_le_bytes();
-        self.void_time = meta.void_time.to_le_bytes();
-        self.stamp = meta.stamp().to_le_bytes();
+    /// Whether slots hold a record pointer.
+    #[inline]
+    const fn has_records(self) -> bool {
+        !matches!(self, Layout::Device)
     }
+}
+
+// --- entry fields, read and written as little-endian bytes ---
+
+#[inline]
+fn field<const N: usize>(entry: &[u8], at: usize) -> [u8; N] {
+    entry
+        .get(at..at + N)
+        .and_then(|bytes| bytes.try_into().ok())
+        .unwrap_or([0; N])
+}
+
+#[inline]
+fn put(entry: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(field) = entry.get_mut(at..at + bytes.len()) {
+        field.copy_from_slice(bytes);
+    }
+}
+
+#[inline]
+fn digest_of(entry: &[u8]) -> Option<&[u8; 20]> {
+    entry.get(at::DIGEST..at::DIGEST + 20)?.try_into().ok()
+}
+
+#[inline]
+fn meta_of(entry: &[u8]) -> RecordMeta {
+    let stamp = u64::from_le_bytes(field(entry, at::STAMP));
+    RecordMeta {
+        generation: u16::from_le_bytes(field(entry, at::GENERATION)),
+        void_time: u32::from_le_bytes(field(entry, at::VOID_TIME)),
+        last_update_ms: stamp & LAST_UPDATE_MASK,
+        set_id: (stamp >> 48) as u16,
+    }
+}
+
+#[inline]
+fn set_meta(entry: &mut [u8], meta: RecordMeta) {
+    put(entry, at::GENERATION, &meta.generation.to_le_bytes());
+    put(entry, at::VOID_TIME, &meta.void_time.to_le_bytes());
+    put(entry, at::STAMP, &meta.stamp().to_le_bytes());
+}
+
+#[inline]
+fn location_of(entry: &[u8]) -> u32 {
+    u32::from_le_bytes(field(entry, at::LOCATION))
+}
+
+#[inline]
+fn extent_of(entry: &[u8]) -> Extent {
+    Extent {
+        offset: u32::from_le_bytes(field(entry, at::EXTENT_OFFSET)),
+        bytes: u32::from_le_bytes(field(entry, at::EXTENT_BYTES)),
+    }
+}
+
+#[inline]
+fn set_extent(entry: &mut [u8], extent: Extent) {
+    put(entry, at::EXTENT_OFFSET, &extent.offset.to_le_bytes());
+    put(entry, at::EXTENT_BYTES, &extent.bytes.to_le_bytes());
 }
 
 /// One partition's index.
 #[derive(Default)]
 pub struct IndexTable {
     tags: Vec<u8>,
-    entries: Vec<SlotEntry>,
+    /// `layout.stride()` bytes per slot: digest and metadata, then the
+    /// storage block and extent where the layout has them.
+    entries: Vec<u8>,
     /// Data in memory only (empty otherwise, costing nothing).
     records: Vec<Option<RecordBlob>>,
-    /// Persistent namespaces only: the storage block holding each slot's
-    /// current version.
-    locations: Vec<u32>,
-    /// Data on the device only: offset and size of each slot's entry.
-    extents: Vec<Extent>,
     layout: Layout,
     len: usize,
 }
 
-/// The start of each slot array of one table, kept by a bulk loader (a cold
+/// Where one table's slot arrays start, kept by a bulk loader (a cold
 /// start) to prefetch the slots of records it will insert shortly, so that
 /// several records' cache misses overlap. Never dereferenced.
 #[derive(Clone, Copy, Debug)]
@@ -200,8 +250,7 @@ pub struct SlotAddresses {
     tags: *const u8,
     entries: *const u8,
     records: *const u8,
-    locations: *const u32,
-    extents: *const u8,
+    stride: usize,
     capacity: usize,
 }
 
@@ -215,23 +264,14 @@ impl SlotAddresses {
         }
         let home = ((u128::from(digest.hash_bits()) * self.capacity as u128) >> 64) as usize;
         prefetch_line(self.tags.wrapping_add(home));
-        prefetch_line(
-            self.entries
-                .wrapping_add(home * std::mem::size_of::<SlotEntry>()),
-        );
+        let entry = self.entries.wrapping_add(home * self.stride);
+        prefetch_line(entry);
+        // An entry may straddle two lines.
+        prefetch_line(entry.wrapping_add(self.stride - 1));
         if !self.records.is_null() {
             prefetch_line(
                 self.records
                     .wrapping_add(home * std::mem::size_of::<Option<RecordBlob>>()),
-            );
-        }
-        if !self.locations.is_null() {
-            prefetch_line(self.locations.wrapping_add(home).cast());
-        }
-        if !self.extents.is_null() {
-            prefetch_line(
-                self.extents
-                    .wrapping_add(home * std::mem::size_of::<Extent>()),
             );
         }
     }
@@ -269,15 +309,12 @@ impl IndexTable {
     /// Index bytes per slot of this table.
     #[inline]
     fn slot_bytes(&self) -> usize {
-        match self.layout {
-            Layout::Memory => SLOT_BYTES,
-            Layout::Persisted => SLOT_BYTES + 4,
-            Layout::Device => {
-                SLOT_BYTES - std::mem::size_of::<Option<RecordBlob>>()
-                    + 4
-                    + std::mem::size_of::<Extent>()
-            }
-        }
+        let pointer = if self.layout.has_records() {
+            std::mem::size_of::<Option<RecordBlob>>()
+        } else {
+            0
+        };
+        1 + self.layout.stride() + pointer
     }
 
     /// Records in the table.
@@ -341,12 +378,16 @@ impl IndexTable {
             self.layout == Layout::Device
         );
         if let Some(slot) = self.find(digest) {
-            let entry = self.entries.get_mut(slot)?;
-            let old_meta = entry.meta();
-            entry.set_meta(meta);
-            let old_location = match self.locations.get_mut(slot) {
-                Some(l) => std::mem::replace(l, location),
-                None => 0,
+            let persistent = self.layout != Layout::Memory;
+            let entry = self.entry_bytes_mut(slot)?;
+            let old_meta = meta_of(entry);
+            set_meta(entry, meta);
+            let old_location = if persistent {
+                let old = location_of(entry);
+                put(entry, at::LOCATION, &location.to_le_bytes());
+                old
+            } else {
+                0
             };
             let old = self.replace_data(slot, data);
             return old.map(|data| (old_meta, data, old_location));
@@ -356,7 +397,7 @@ impl IndexTable {
             self.resize(grown.max(self.capacity() + 1));
         }
         let slot = self.vacant_slot_for(digest);
-        self.fill(slot, SlotEntry::new(digest, meta), data, location);
+        self.fill(slot, digest, meta, data, location);
         self.len += 1;
         assert!(self.len <= self.capacity());
         None
@@ -366,10 +407,10 @@ impl IndexTable {
     pub fn set_meta_of(&mut self, digest: &Digest, meta: RecordMeta) -> bool {
         match self
             .find(digest)
-            .and_then(|slot| self.entries.get_mut(slot))
+            .and_then(|slot| self.entry_bytes_mut(slot))
         {
             Some(entry) => {
-                entry.set_meta(meta);
+                set_meta(entry, meta);
                 true
             }
             None => false,
@@ -387,9 +428,14 @@ impl IndexTable {
     /// Removes a record, returning its metadata, data and storage block.
     pub fn remove_at(&mut self, digest: &Digest) -> Option<(RecordMeta, Data, u32)> {
         let slot = self.find(digest)?;
-        let meta = self.entries.get(slot)?.meta();
+        let entry = self.entry_bytes(slot)?;
+        let meta = meta_of(entry);
+        let location = if self.layout == Layout::Memory {
+            0
+        } else {
+            location_of(entry)
+        };
         let record = self.take_data(slot);
-        let location = self.locations.get(slot).copied().unwrap_or(0);
         self.vacate(slot);
         self.len -= 1;
         if self.len == 0 {
@@ -432,56 +478,52 @@ impl IndexTable {
     pub fn slot_addresses(&self) -> SlotAddresses {
         SlotAddresses {
             tags: self.tags.as_ptr(),
-            entries: self.entries.as_ptr().cast(),
+            entries: self.entries.as_ptr(),
             records: if self.records.is_empty() {
                 std::ptr::null()
             } else {
                 self.records.as_ptr().cast()
             },
-            locations: if self.locations.is_empty() {
-                std::ptr::null()
-            } else {
-                self.locations.as_ptr()
-            },
-            extents: if self.extents.is_empty() {
-                std::ptr::null()
-            } else {
-                self.extents.as_ptr().cast()
-            },
+            stride: self.layout.stride(),
             capacity: self.capacity(),
         }
     }
 
     /// The storage block of a record's current version.
     pub fn location(&self, digest: &Digest) -> Option<u32> {
+        if self.layout == Layout::Memory {
+            return None;
+        }
         let slot = self.find(digest)?;
-        self.locations.get(slot).copied()
+        self.entry_bytes(slot).map(location_of)
     }
 
     /// Moves a record's current version to another storage block (and,
     /// with the data on the device, to `extent` in it).
     pub fn set_location(&mut self, digest: &Digest, location: u32, extent: Extent) -> bool {
-        let Some(slot) = self.find(digest) else {
+        let layout = self.layout;
+        if layout == Layout::Memory {
+            return false;
+        }
+        let Some(entry) = self
+            .find(digest)
+            .and_then(|slot| self.entry_bytes_mut(slot))
+        else {
             return false;
         };
-        if let Some(e) = self.extents.get_mut(slot) {
-            *e = extent;
+        put(entry, at::LOCATION, &location.to_le_bytes());
+        if layout == Layout::Device {
+            set_extent(entry, extent);
         }
-        match self.locations.get_mut(slot) {
-            Some(l) => {
-                *l = location;
-                true
-            }
-            None => false,
-        }
+        true
     }
 
     /// Digests of records for which `predicate(meta)` holds.
     pub fn select(&self, mut predicate: impl FnMut(&RecordMeta) -> bool) -> Vec<Digest> {
         self.occupied()
-            .filter_map(|slot| self.entries.get(slot))
-            .filter(|entry| predicate(&entry.meta()))
-            .map(|entry| Digest(entry.digest))
+            .filter_map(|slot| self.entry_bytes(slot))
+            .filter(|entry| predicate(&meta_of(entry)))
+            .filter_map(|entry| digest_of(entry).map(|d| Digest(*d)))
             .collect()
     }
 
@@ -531,9 +573,9 @@ impl IndexTable {
             }
             if slot_tag == tag
                 && self
-                    .entries
-                    .get(slot)
-                    .is_some_and(|entry| entry.digest == digest.0)
+                    .entry_bytes(slot)
+                    .and_then(digest_of)
+                    .is_some_and(|d| *d == digest.0)
             {
                 return Some(slot);
             }
@@ -557,18 +599,25 @@ impl IndexTable {
         slot
     }
 
-    fn fill(&mut self, slot: usize, entry: SlotEntry, data: Data, location: u32) {
+    /// Writes every field of the vacant `slot`.
+    fn fill(&mut self, slot: usize, digest: &Digest, meta: RecordMeta, data: Data, location: u32) {
         assert!(self.tags.get(slot) == Some(&0), "filling an occupied slot");
         if let Some(t) = self.tags.get_mut(slot) {
-            *t = Self::tag(Digest(entry.digest).hash_bits());
+            *t = Self::tag(digest.hash_bits());
         }
-        if let Some(e) = self.entries.get_mut(slot) {
-            *e = entry;
+        let layout = self.layout;
+        if let Some(entry) = self.entry_bytes_mut(slot) {
+            put(entry, at::DIGEST, &digest.0);
+            set_meta(entry, meta);
+            if layout != Layout::Memory {
+                put(entry, at::LOCATION, &location.to_le_bytes());
+            }
+            if layout == Layout::Device {
+                // The slot was vacant: whatever extent it held is stale.
+                set_extent(entry, Extent::default());
+            }
         }
         self.replace_data(slot, data);
-        if let Some(l) = self.locations.get_mut(slot) {
-            *l = location;
-        }
     }
 
     /// Puts `data` into `slot`, returning what was there.
@@ -580,8 +629,9 @@ impl IndexTable {
                 .and_then(|r| r.replace(blob))
                 .map(Data::InMemory),
             Data::OnDevice(extent) => {
-                let e = self.extents.get_mut(slot)?;
-                let old = std::mem::replace(e, extent);
+                let entry = self.entry_bytes_mut(slot)?;
+                let old = extent_of(entry);
+                set_extent(entry, extent);
                 (old.bytes != 0).then_some(Data::OnDevice(old))
             }
         }
@@ -590,7 +640,9 @@ impl IndexTable {
     /// Takes the data out of `slot`.
     fn take_data(&mut self, slot: usize) -> Option<Data> {
         if self.layout == Layout::Device {
-            let extent = std::mem::take(self.extents.get_mut(slot)?);
+            let entry = self.entry_bytes_mut(slot)?;
+            let extent = extent_of(entry);
+            set_extent(entry, Extent::default());
             (extent.bytes != 0).then_some(Data::OnDevice(extent))
         } else {
             self.records
@@ -604,6 +656,7 @@ impl IndexTable {
     /// entry stays reachable from its home without tombstones.
     fn vacate(&mut self, mut hole: usize) {
         let capacity = self.capacity();
+        let stride = self.layout.stride();
         let mut next = hole;
         loop {
             next += 1;
@@ -614,9 +667,9 @@ impl IndexTable {
                 break;
             }
             let home = self
-                .entries
-                .get(next)
-                .map_or(next, |entry| self.home(Digest(entry.digest).hash_bits()));
+                .entry_bytes(next)
+                .and_then(digest_of)
+                .map_or(next, |d| self.home(Digest(*d).hash_bits()));
             // The entry at `next` may move to `hole` if its home is not in the
             // cyclic range (hole, next].
             let stays = if hole <= next {
@@ -626,17 +679,10 @@ impl IndexTable {
             };
             if !stays {
                 self.tags.swap(next, hole);
-                self.entries.swap(next, hole);
-                match self.layout {
-                    Layout::Memory => self.records.swap(next, hole),
-                    Layout::Persisted => {
-                        self.records.swap(next, hole);
-                        self.locations.swap(next, hole);
-                    }
-                    Layout::Device => {
-                        self.locations.swap(next, hole);
-                        self.extents.swap(next, hole);
-                    }
+                self.entries
+                    .copy_within(next * stride..(next + 1) * stride, hole * stride);
+                if self.layout.has_records() {
+                    self.records.swap(next, hole);
                 }
                 hole = next;
             }
@@ -648,57 +694,57 @@ impl IndexTable {
 
     fn resize(&mut self, capacity: usize) {
         assert!(capacity > self.len);
-        let old = std::mem::take(self);
-        self.tags = vec![0; capacity];
-        self.entries = vec![SlotEntry::default(); capacity];
-        self.layout = old.layout;
-        if self.layout != Layout::Device {
+        let layout = self.layout;
+        let stride = layout.stride();
+        let tags = std::mem::replace(&mut self.tags, vec![0; capacity]);
+        let entries = std::mem::replace(&mut self.entries, vec![0; capacity * stride]);
+        let records = std::mem::take(&mut self.records);
+        if layout.has_records() {
             self.records = std::iter::repeat_with(|| None).take(capacity).collect();
         }
-        if self.layout != Layout::Memory {
-            self.locations = vec![0; capacity];
-        }
-        if self.layout == Layout::Device {
-            self.extents = vec![Extent::default(); capacity];
-        }
-        self.len = old.len;
-        let IndexTable {
-            tags,
-            entries,
-            records,
-            locations,
-            extents,
-            ..
-        } = old;
         let mut records = records.into_iter();
-        let mut locations = locations.into_iter();
-        let mut extents = extents.into_iter();
-        for (tag, entry) in tags.into_iter().zip(entries) {
+        for (tag, entry) in tags.into_iter().zip(entries.chunks_exact(stride)) {
             let record = records.next().flatten();
-            let location = locations.next().unwrap_or(0);
-            let extent = extents.next();
             if tag == 0 {
                 continue;
             }
-            let data = match (record, extent) {
-                (Some(blob), _) => Data::InMemory(blob),
-                (None, Some(extent)) => Data::OnDevice(extent),
-                (None, None) => continue,
+            let Some(digest) = digest_of(entry) else {
+                continue;
             };
-            let slot = self.vacant_slot_for(&Digest(entry.digest));
-            self.fill(slot, entry, data, location);
+            let slot = self.vacant_slot_for(&Digest(*digest));
+            if let Some(t) = self.tags.get_mut(slot) {
+                *t = tag;
+            }
+            if let Some(e) = self.entry_bytes_mut(slot) {
+                e.copy_from_slice(entry);
+            }
+            if let Some(r) = self.records.get_mut(slot) {
+                *r = record;
+            }
         }
     }
 
     // --- private: slot access ---
 
     #[inline]
+    fn entry_bytes(&self, slot: usize) -> Option<&[u8]> {
+        let stride = self.layout.stride();
+        self.entries.get(slot * stride..(slot + 1) * stride)
+    }
+
+    #[inline]
+    fn entry_bytes_mut(&mut self, slot: usize) -> Option<&mut [u8]> {
+        let stride = self.layout.stride();
+        self.entries.get_mut(slot * stride..(slot + 1) * stride)
+    }
+
+    #[inline]
     fn entry(&self, slot: usize) -> Option<Entry<'_>> {
-        let entry = self.entries.get(slot)?;
+        let entry = self.entry_bytes(slot)?;
         let record = match self.layout {
             Layout::Device => Stored::OnDevice {
-                block: self.locations.get(slot).copied().unwrap_or(0),
-                extent: self.extents.get(slot).copied().unwrap_or_default(),
+                block: location_of(entry),
+                extent: extent_of(entry),
             },
             _ => Stored::InMemory(
                 self.records
@@ -708,8 +754,8 @@ impl IndexTable {
             ),
         };
         Some(Entry {
-            digest: &entry.digest,
-            meta: entry.meta(),
+            digest: digest_of(entry)?,
+            meta: meta_of(entry),
             record,
         })
     }
@@ -875,7 +921,105 @@ mod tests {
         assert_eq!(SLOT_BYTES, 43);
     }
 
+    /// What a persistent table should answer for a key: generation, block,
+    /// extent (device layout) or bytes (persisted layout).
+    type Model = HashMap<u64, (u16, u32, Extent)>;
+
+    fn data_for(layout: Layout, key: u64, extent: Extent) -> Data {
+        match layout {
+            Layout::Device => Data::OnDevice(extent),
+            _ => Data::InMemory(RecordBlob::new(&key.to_le_bytes())),
+        }
+    }
+
+    /// Runs `ops` (key, action, value) against a table of `layout` and a
+    /// model; every answer and, at the end, every slot must agree.
+    fn check_persistent_layout(
+        layout: Layout,
+        ops: &[(u64, u8, u32)],
+    ) -> Result<(), TestCaseError> {
+        let mut table = IndexTable::with_layout(layout);
+        let mut model = Model::new();
+        for &(key, action, value) in ops {
+            let d = digest(key);
+            let extent = Extent {
+                offset: value,
+                bytes: value % 977 + 1,
+            };
+            match action {
+                0 | 1 => {
+                    let generation = model.get(&key).map_or(1, |e| e.0.wrapping_add(1).max(1));
+                    let old =
+                        table.upsert_at(&d, meta(generation), data_for(layout, key, extent), value);
+                    let want = model.insert(key, (generation, value, extent));
+                    prop_assert_eq!(
+                        old.as_ref().map(|(m, _, block)| (m.generation, *block)),
+                        want.map(|w| (w.0, w.1))
+                    );
+                    if let (Some((_, Data::OnDevice(got), _)), Some(want)) = (&old, want) {
+                        prop_assert_eq!(*got, want.2);
+                    }
+                }
+                2 => {
+                    let moved = table.set_location(&d, value / 2, extent);
+                    prop_assert_eq!(moved, model.contains_key(&key));
+                    if let Some(entry) = model.get_mut(&key) {
+                        entry.1 = value / 2;
+                        if layout == Layout::Device {
+                            entry.2 = extent;
+                        }
+                    }
+                }
+                _ => {
+                    let old = table.remove_at(&d);
+                    let want = model.remove(&key);
+                    prop_assert_eq!(
+                        old.map(|(m, _, block)| (m.generation, block)),
+                        want.map(|w| (w.0, w.1))
+                    );
+                }
+            }
+            prop_assert_eq!(table.len(), model.len());
+        }
+        for (key, (generation, block, extent)) in &model {
+            let entry = table.get(&digest(*key));
+            prop_assert!(entry.is_some(), "key {} lost", key);
+            let Some(entry) = entry else { continue };
+            prop_assert_eq!(entry.digest, &digest(*key).0);
+            prop_assert_eq!(entry.meta, meta(*generation));
+            prop_assert_eq!(table.location(&digest(*key)), Some(*block));
+            let want = match layout {
+                Layout::Device => Stored::OnDevice {
+                    block: *block,
+                    extent: *extent,
+                },
+                _ => Stored::InMemory(&[]),
+            };
+            match (entry.record, want) {
+                (Stored::InMemory(bytes), Stored::InMemory(_)) => {
+                    prop_assert_eq!(bytes, &key.to_le_bytes()[..])
+                }
+                (got, want) => prop_assert_eq!(got, want),
+            }
+        }
+        let mut visited = 0;
+        table.for_each(|_| visited += 1);
+        prop_assert_eq!(visited, model.len());
+        prop_assert_eq!(table.index_bytes(), table.capacity() * 47);
+        Ok(())
+    }
+
     proptest! {
+        #[test]
+        fn device_layout_behaves_like_a_hash_map(ops in prop::collection::vec((0u64..300, 0u8..4, 0u32..1 << 20), 1..3000)) {
+            check_persistent_layout(Layout::Device, &ops)?;
+        }
+
+        #[test]
+        fn persisted_layout_behaves_like_a_hash_map(ops in prop::collection::vec((0u64..300, 0u8..4, 0u32..1 << 20), 1..3000)) {
+            check_persistent_layout(Layout::Persisted, &ops)?;
+        }
+
         #[test]
         fn behaves_like_a_hash_map(ops in prop::collection::vec((0u64..200, 0u8..3), 1..2000)) {
             let mut table = IndexTable::new();
