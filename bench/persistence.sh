@@ -6,7 +6,11 @@
 #      1000) vs redis-server with appendonly yes + appendfsync everysec;
 #   2. throughput per second over TIMELINE_SECONDS of the same load while
 #      Bolide defragments (its updates empty old blocks) and while Redis runs
-#      BGREWRITEAOF (started REWRITE_AT seconds in); one PNG with both;
+#      BGREWRITEAOF (started REWRITE_AT seconds in); then the same again
+#      at a fixed offered load of TIMELINE_TARGET ops/s (bolide-bench -g):
+#      below saturation this VM's jitter is absorbed by idle time, so a
+#      second short of the target is a stall of the server; one PNG with
+#      both timelines of both servers;
 #   3. cold restart of COLD_KEYS records of 100 bytes: time to rebuild the
 #      index, and index bytes per record in device mode.
 #
@@ -25,6 +29,7 @@ COLD_KEYS=${COLD_KEYS:-10000000}
 RUN_SECONDS=${RUN_SECONDS:-20}
 TIMELINE_SECONDS=${TIMELINE_SECONDS:-40}
 REWRITE_AT=${REWRITE_AT:-10}
+TIMELINE_TARGET=${TIMELINE_TARGET:-40000}
 CONCURRENCY=${CONCURRENCY:-32}
 DEPTH=${DEPTH:-1}
 SERVER_CPU=${SERVER_CPU:-1}
@@ -132,6 +137,10 @@ bench bolide-timeline -p "$bport" -k "$KEYS" -w RU,50 -d "${TIMELINE_SECONDS}s"
 for stat in device_used_bytes device_available_pct storage-engine.defrag_blocks storage-engine.defrag_writes; do
   echo "bolide $stat=$(info "$bport" "$stat")" | tee -a "$out/bolide-storage.txt"
 done
+bench bolide-paced -p "$bport" -k "$KEYS" -w RU,50 -d "${TIMELINE_SECONDS}s" -g "$TIMELINE_TARGET"
+for stat in storage-engine.defrag_blocks storage-engine.defrag_writes; do
+  echo "bolide after the paced timeline $stat=$(info "$bport" "$stat")" | tee -a "$out/bolide-storage.txt"
+done
 stop_pid "$BOLIDE_PID"
 
 rport=$(free_port)
@@ -144,6 +153,12 @@ bench redis-timeline --protocol redis -p "$rport" -k "$KEYS" -w RU,50 -d "${TIME
 wait "$rewrite" || true
 redis-cli -p "$rport" INFO persistence | grep -E "aof_last_rewrite_time_sec|aof_last_bgrewrite_status" \
   | tr -d '\r' | tee "$out/redis-aof.txt"
+( sleep "$REWRITE_AT"; redis-cli -p "$rport" BGREWRITEAOF > "$out/redis-bgrewriteaof-paced.txt" 2>&1 ) &
+rewrite=$!
+bench redis-paced --protocol redis -p "$rport" -k "$KEYS" -w RU,50 -d "${TIMELINE_SECONDS}s" -g "$TIMELINE_TARGET"
+wait "$rewrite" || true
+redis-cli -p "$rport" INFO persistence | grep -E "aof_last_rewrite_time_sec|aof_last_bgrewrite_status" \
+  | tr -d '\r' | sed 's/^/paced: /' | tee -a "$out/redis-aof.txt"
 stop_pid "$REDIS_PID"
 
 # ---- 3: cold restart ------------------------------------------------------
@@ -165,9 +180,10 @@ stop_pid "$BOLIDE_PID"
 py=python3
 [ -x "$root/.cache/bench-venv/bin/python" ] && py=$root/.cache/bench-venv/bin/python
 "$py" - "$out" "$objects" "$index_bytes" "$started" "$ready" "$cold_ms" "$cold_records" \
-  "$REWRITE_AT" "$PLOT" "$root" "$index_after" <<'PY'
+  "$REWRITE_AT" "$PLOT" "$root" "$index_after" "$TIMELINE_TARGET" <<'PY'
 import json, os, statistics, sys
-out, objects, index_bytes, started, ready, cold_ms, cold_records, rewrite_at, plot, root, index_after = sys.argv[1:]
+out, objects, index_bytes, started, ready, cold_ms, cold_records, rewrite_at, plot, root, index_after, target = sys.argv[1:]
+target = int(target)
 load = lambda name: json.load(open(os.path.join(out, name + ".json")))
 b, r = load("bolide-ru50"), load("redis-ru50")
 lines = ["# Persistence benchmarks", ""]
@@ -182,17 +198,23 @@ lines.append("")
 lines.append(f"Throughput ratio Bolide/Redis: **{b['total']['tps'] / r['total']['tps']:.2f}×**")
 lines.append("")
 series = {}
-for name in ("bolide", "redis"):
-    tl = load(name + "-timeline")["timeline"]
-    tps = [p["total_tps"] for p in tl]
-    # Whole seconds only: drop the first (warm-up) and last (partial) interval.
-    core = tps[1:-1] if len(tps) > 3 else tps
-    steady = statistics.median(core)
-    series[name] = ([p["elapsed_seconds"] for p in tl], tps)
-    worst = min(core)
-    lines.append(f"- {name} timeline: median {steady:.0f} ops/s, worst second {worst:.0f} "
-                 f"({100 * worst / steady:.0f}% of median), {sum(1 for x in core if x < 0.9 * steady)} "
-                 f"of {len(core)} seconds below 90%")
+for kind in ("timeline", "paced"):
+    for name in ("bolide", "redis"):
+        tl = load(f"{name}-{kind}")["timeline"]
+        tps = [p["total_tps"] for p in tl]
+        # Whole seconds only: drop the first (warm-up) and last (partial) interval.
+        core = tps[1:-1] if len(tps) > 3 else tps
+        steady = statistics.median(core)
+        series[(kind, name)] = ([p["elapsed_seconds"] for p in tl], tps)
+        worst = min(core)
+        line = (f"- {name} {'timeline' if kind == 'timeline' else f'timeline at {target} ops/s offered'}: "
+                f"median {steady:.0f} ops/s, worst second {worst:.0f} "
+                f"({100 * worst / steady:.0f}% of median), {sum(1 for x in core if x < 0.9 * steady)} "
+                f"of {len(core)} seconds below 90%")
+        if kind == "paced":
+            line += (f"; of the offered rate: worst {100 * worst / target:.0f}%, "
+                     f"{sum(1 for x in core if x < 0.9 * target)} seconds below 90%")
+        lines.append(line)
 lines.append("")
 per_record = int(index_bytes) / max(int(objects), 1)
 lines.append("## Cold restart")
@@ -213,16 +235,22 @@ try:
 except ImportError:
     print("no matplotlib: no plot")
     sys.exit(0)
-fig, ax = plt.subplots(figsize=(8, 3.8))
-for name, (x, y) in series.items():
-    label = "Bolide (device file, defrag running)" if name == "bolide" else f"Redis AOF everysec (BGREWRITEAOF at {rewrite_at}s)"
-    ax.plot(x, y, marker=".", label=label)
-ax.axvline(float(rewrite_at), color="gray", linestyle=":", linewidth=1)
-ax.set_xlabel("seconds")
-ax.set_ylabel("ops/s (50% reads, 50% updates)")
-ax.set_ylim(bottom=0)
-ax.legend(loc="lower left", fontsize=8)
-ax.set_title("Throughput per second during storage clean-up")
+fig, axes = plt.subplots(2, 1, figsize=(8, 6.6), sharex=True)
+for ax, kind in zip(axes, ("timeline", "paced")):
+    for name in ("bolide", "redis"):
+        x, y = series[(kind, name)]
+        label = "Bolide (device file, defrag running)" if name == "bolide" else f"Redis AOF everysec (BGREWRITEAOF at {rewrite_at}s)"
+        ax.plot(x, y, marker=".", label=label)
+    ax.axvline(float(rewrite_at), color="gray", linestyle=":", linewidth=1)
+    ax.set_ylabel("ops/s (50% reads, 50% updates)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="lower left", fontsize=8)
+    if kind == "timeline":
+        ax.set_title("Throughput per second during storage clean-up: as fast as each server goes")
+    else:
+        ax.axhline(0.9 * target, color="gray", linestyle="--", linewidth=1)
+        ax.set_title(f"The same at {target} ops/s offered (dashed: 90% of it)")
+axes[-1].set_xlabel("seconds")
 fig.tight_layout()
 fig.savefig(plot, dpi=110)
 print("plot:", plot)

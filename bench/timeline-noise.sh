@@ -20,6 +20,12 @@
 # BENCHMARKS.md, Batch and scan), so the loop holds that effect constant
 # instead of letting it follow the server's own idle time.
 #
+# TARGET=N offers a fixed N ops/s (bolide-bench -g) in the warm-up and the
+# timeline instead of as many as the server takes. Below saturation the
+# machine's jitter is absorbed by idle time, so a second that falls short
+# of N is a stall of the server (the generator sends what fell behind as
+# soon as it can, so a short stall shows as a dip and then a surplus).
+#
 #   bench/timeline-noise.sh [config ...]      # default: all four
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +58,9 @@ for config in "${configs[@]}"; do
   for _ in $(seq 100); do ss -ltn | grep -q ":$PORT " && break; sleep 0.1; done
   bench="taskset -c 0 target/release/bolide-bench -p $PORT -o S:100 -c 32 --depth 1 -k $KEYS"
   $bench -w I > /dev/null
-  $bench -w RU,50 -d 20s > /dev/null
+  paced=
+  [ -z "${TARGET:-}" ] || paced="-g $TARGET"
+  $bench -w RU,50 -d 20s $paced > /dev/null
   sampler=
   if [ "${SAMPLE:-1}" = 1 ] && [ "$config" != memory ]; then
     taskset -c 0 python3 bench/storage_activity.py sample "$PORT" 42 "$WORK/activity.jsonl" &
@@ -65,17 +73,22 @@ for config in "${configs[@]}"; do
     spinner=$!
   fi
   start=$(date +%s.%N)
-  $bench -w RU,50 -d 40s --json "$WORK/timeline.json" > /dev/null
+  $bench -w RU,50 -d 40s $paced --json "$WORK/timeline.json" > /dev/null
   [ -z "$spinner" ] || { kill "$spinner"; wait "$spinner" 2>/dev/null || true; }
   [ -z "$sampler" ] || wait "$sampler"
   kill "$pid"; wait "$pid" || true
   [ -z "$sampler" ] || python3 bench/storage_activity.py report "$WORK/timeline.json" "$start" "$WORK/activity.jsonl"
-  python3 - "$config" "$WORK/timeline.json" "${SPIN:-0}" <<'PY'
+  python3 - "$config" "$WORK/timeline.json" "${SPIN:-0}" "${TARGET:-0}" <<'PY'
 import json, statistics, sys
 config, path = sys.argv[1:3]
+target = int(sys.argv[4])
 tps = [p["total_tps"] for p in json.load(open(path))["timeline"]][1:-1]
 m = statistics.median(tps)
-print(f"{config + (' +spin' if sys.argv[3] == '1' else ''):18} median {m:7.0f} ops/s, worst second {min(tps):7.0f} ({100 * min(tps) / m:.0f}%), "
-      f"{sum(1 for x in tps if x < 0.9 * m)} of {len(tps)} seconds below 90%")
+label = config + (' +spin' if sys.argv[3] == '1' else '') + (f' @{target}' if target else '')
+line = (f"{label:18} median {m:7.0f} ops/s, worst second {min(tps):7.0f} ({100 * min(tps) / m:.0f}%), "
+        f"{sum(1 for x in tps if x < 0.9 * m)} of {len(tps)} seconds below 90%")
+if target:
+    line += f"; of the target: worst {100 * min(tps) / target:.0f}%, {sum(1 for x in tps if x < 0.9 * target)} seconds below 90%"
+print(line)
 PY
 done
