@@ -244,7 +244,7 @@ impl Namespace {
     /// Sizes every partition's table for the records a cold start will
     /// bring, estimated from the fullest of the newest few blocks (the
     /// newest alone may be a partly filled one) times the blocks in use:
-    /// growing 1.3x at a time would rehash each record about three times.
+    /// growing 1.15x at a time would move each record about seven times.
     /// Dead entries make this an overestimate; the tables shrink again at
     /// the end.
     fn presize(&self, device: &Device, used: &[u32]) {
@@ -539,7 +539,7 @@ impl Namespace {
         for (set, (objects, bytes)) in sets {
             self.account_set_totals(set, objects, bytes);
         }
-        // Tables grew 1.3x at a time while loading; the record count is
+        // Tables grew 1.15x at a time while loading; the record count is
         // final now, so each shrinks to just under its growth mark.
         let index: usize = self
             .partitions
