@@ -220,7 +220,7 @@ per_record = int(index_bytes) / max(int(objects), 1)
 lines.append("## Cold restart")
 lines.append("")
 lines.append(f"- {int(objects):,} records of 100 bytes inserted; index {int(index_bytes):,} bytes = "
-             f"**{per_record:.1f} bytes/record** (device mode, tables grown 1.3x at a time)")
+             f"**{per_record:.1f} bytes/record** (device mode, tables grown 1.15x at a time)")
 lines.append(f"- after the restart the index is {int(index_after):,} bytes = "
              f"**{int(index_after) / max(int(cold_records), 1):.1f} bytes/record** (tables sized to the record count)")
 lines.append(f"- cold start (index rebuilt from the file): **{int(cold_ms) / 1000:.2f} s** for "
