@@ -403,6 +403,21 @@ impl Device {
         file.read_exact_at(buf, offset)
     }
 
+    /// Asks the kernel to start reading block `id` into the page cache now
+    /// (`POSIX_FADV_WILLNEED`), so that a later [`Device::read_block`] finds
+    /// it there. A hint: errors are ignored. A cold start hints the next
+    /// batch of blocks before it applies the current one, so that the disk
+    /// reads while the index is being filled.
+    pub fn advise_will_need(&self, id: u32) {
+        let (file, offset) = locate(
+            &self.files,
+            &self.file_base,
+            self.config.write_block_size,
+            id,
+        );
+        advise_will_need(file, offset, u64::from(self.config.write_block_size));
+    }
+
     /// Copies `buf.len()` bytes at `offset` of block `id` into `buf`: from
     /// the open block or a sealed block not yet written if it is one of
     /// those, else from the file. The caller holds the lock of the
@@ -1259,6 +1274,20 @@ fn reserve(file: &File, bytes: u64) -> std::io::Result<()> {
         }
         code => Err(std::io::Error::from_raw_os_error(code)),
     }
+}
+
+/// `posix_fadvise(WILLNEED)` of `bytes` at `offset`; a hint, errors ignored.
+fn advise_will_need(file: &File, offset: u64, bytes: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(length)) = (libc::off_t::try_from(offset), libc::off_t::try_from(bytes))
+    else {
+        return;
+    };
+    #[expect(unsafe_code, reason = "posix_fadvise on our own open file")]
+    // SAFETY: the descriptor is valid for the borrow of `file`;
+    // posix_fadvise reads only its integer arguments.
+    let _ =
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, length, libc::POSIX_FADV_WILLNEED) };
 }
 
 fn encode_meta(counter: u64, table: &TruncateTable) -> Option<Vec<u8>> {
