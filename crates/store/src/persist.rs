@@ -51,10 +51,6 @@ const COLD_START_THREADS_MAX: usize = 8;
 const PRESIZE_SAMPLE_BLOCKS: usize = 4;
 /// How many records ahead a cold start prefetches index slots.
 const PREFETCH_AHEAD: usize = 4;
-/// A cold start's batch read faster than this came from the page cache,
-/// not the disk (reads are decoded and checksummed too, so the page cache
-/// itself is faster still).
-const COLD_START_CACHED_BYTES_PER_SECOND: f64 = 1e9;
 /// Bytes of blocks read and decoded per step of a cold start.
 const COLD_START_BATCH_BYTES: usize = 32 << 20;
 
@@ -217,16 +213,11 @@ impl Namespace {
                 );
             }
             let buffers = buffers.get_mut(..batch.len()).unwrap_or_default();
-            let reading = Instant::now();
             let blocks = self.read_batch(&device, batch, buffers, threads, &mut report)?;
-            // While reads come from the disk, the disk reads the next batch
-            // as this one is applied. (Blocks in the page cache read far
-            // faster than any disk, and hinting them costs time for nothing.)
-            let bytes = (batch.len() * device.block_size()) as f64;
-            if reading.elapsed().as_secs_f64() > bytes / COLD_START_CACHED_BYTES_PER_SECOND {
-                for &block in batches.get(number + 1).copied().unwrap_or_default() {
-                    device.advise_will_need(block);
-                }
+            // The disk reads the next batch while this one is applied (for
+            // blocks already in the page cache the hint costs next to nothing).
+            for &block in batches.get(number + 1).copied().unwrap_or_default() {
+                device.advise_will_need(block);
             }
             self.apply_batch(&blocks, &mut tallies, now, oldest_seq)?;
         }
