@@ -544,9 +544,11 @@ impl Device {
             || self.failed.load(Ordering::Relaxed)
     }
 
-    /// Sealed blocks waiting to be written.
+    /// Full blocks not yet on the device: sealed and waiting, or taken by
+    /// the flusher and being written (a stalled device keeps them there).
     pub fn write_queue(&self) -> usize {
-        self.queue.lock().sealed.len()
+        let queue = self.queue.lock();
+        queue.sealed.len() + queue.writing.len()
     }
 
     /// Blocks below the defrag mark waiting for the defragmenter.
