@@ -9,6 +9,7 @@
 pub mod config;
 pub mod connection;
 pub mod info;
+mod info_sindex;
 pub mod node;
 pub mod supervisor;
 
