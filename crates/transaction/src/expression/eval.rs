@@ -1,7 +1,7 @@
 //! Evaluation: an [`Expr`] tree against one record's metadata and bins.
 
 use super::arithmetic::arithmetic;
-use super::{code, kind, CallArg, Evaluated, Expr, GeoSide, Literal, Subject};
+use super::{code, kind, CallArg, CallSystem, Evaluated, Expr, GeoSide, Literal, Subject};
 use bolide_types::{particle, CITRUSLEAF_EPOCH_UNIX_SECONDS};
 use std::borrow::Cow;
 
@@ -86,30 +86,12 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             Literal::Unknown => Value::Unknown,
         },
         Expr::Call { call, bin } => {
-            let Value::Collection(particle_type, bytes) = eval(bin, subject, env) else {
-                return Value::Unknown;
+            let bin = eval(bin, subject, env);
+            let payload = match call_payload(call, subject, env) {
+                Some(payload) => payload,
+                None => return Value::Unknown,
             };
-            let payload = match &call.fixed {
-                Some(payload) => Cow::Borrowed(payload.as_slice()),
-                None => {
-                    let mut payload = call.head.clone();
-                    for arg in &call.args {
-                        match arg {
-                            CallArg::Value(bytes) => payload.extend_from_slice(bytes),
-                            CallArg::Expr(expr) => {
-                                if !pack(&eval(expr, subject, env), &mut payload) {
-                                    return Value::Unknown;
-                                }
-                            }
-                        }
-                    }
-                    Cow::Owned(payload)
-                }
-            };
-            match crate::cdt::execute(Some((particle_type, &bytes)), &payload, false) {
-                Ok(outcome) => call_result(outcome.result),
-                Err(_) => Value::Unknown,
-            }
+            run_call(call, bin, &payload)
         }
         Expr::Geo(left, right) => match (
             geo_shape(left, subject, env),
@@ -201,6 +183,86 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             four.copy_from_slice(&subject.digest.0[16..20]);
             Value::Int(i64::from(u32::from_be_bytes(four)) % modulus)
         }
+    }
+}
+
+/// A CALL's payload: the fixed one, or its head with each argument
+/// evaluated and packed; `None` if an argument is unknown.
+fn call_payload<'v>(
+    call: &'v super::Call,
+    subject: &'v Subject<'v>,
+    env: &mut Env<'v>,
+) -> Option<Cow<'v, [u8]>> {
+    if let Some(payload) = &call.fixed {
+        return Some(Cow::Borrowed(payload.as_slice()));
+    }
+    let mut payload = call.head.clone();
+    for arg in &call.args {
+        match arg {
+            CallArg::Value(bytes) => payload.extend_from_slice(bytes),
+            CallArg::Expr(expr) => {
+                if !pack(&eval(expr, subject, env), &mut payload) {
+                    return None;
+                }
+            }
+        }
+    }
+    Some(Cow::Owned(payload))
+}
+
+/// Runs a CALL's op on the value its bin expression gave. A modify op
+/// works on a copy and answers the modified value; reads answer the op's
+/// result. Bit and HyperLogLog answers must be of the declared type (as
+/// the server checks); anything that fails is unknown.
+fn run_call(call: &super::Call, bin: Value<'_>, payload: &[u8]) -> Value<'static> {
+    let answer = match (call.system, bin) {
+        (CallSystem::Cdt, Value::Collection(particle_type, bytes)) => {
+            match crate::cdt::execute(Some((particle_type, &bytes)), payload, call.modify) {
+                Ok(outcome) if call.modify => match outcome.bin {
+                    Some((particle_type, value)) => call_result(Some((particle_type, value))),
+                    None => Value::Collection(particle_type, Cow::Owned(bytes.into_owned())),
+                },
+                Ok(outcome) => return call_result(outcome.result),
+                Err(_) => return Value::Unknown,
+            }
+        }
+        (CallSystem::Bits, Value::Blob(particle_type, bytes)) if call.modify => {
+            match crate::bits::modify(Some((particle_type, &bytes)), payload) {
+                Ok(Some(value)) => Value::Blob(particle::BLOB, Cow::Owned(value)),
+                Ok(None) => Value::Blob(particle_type, Cow::Owned(bytes.into_owned())),
+                Err(_) => return Value::Unknown,
+            }
+        }
+        (CallSystem::Bits, Value::Blob(particle_type, bytes)) => {
+            match crate::bits::read((particle_type, &bytes), payload) {
+                Ok(answer) => call_result(Some(answer)),
+                Err(_) => return Value::Unknown,
+            }
+        }
+        _ => return Value::Unknown,
+    };
+    if kind_matches(&answer, call.result_kind) {
+        answer
+    } else {
+        Value::Unknown
+    }
+}
+
+/// Whether a value is of the expression type `kind` (the server's
+/// `bin_is_type`).
+fn kind_matches(value: &Value<'_>, kind: i64) -> bool {
+    match value {
+        Value::Nil => kind == kind::NIL,
+        Value::Bool(_) => kind == kind::BOOL,
+        Value::Int(_) => kind == kind::INT,
+        Value::Float(_) => kind == kind::FLOAT,
+        Value::Str(_) => kind == kind::STRING,
+        Value::Blob(particle::HLL, _) => kind == kind::HLL,
+        Value::Blob(particle::BLOB, _) => kind == kind::BLOB,
+        Value::Geo(_) => kind == kind::GEO,
+        Value::Collection(particle::LIST, _) => kind == kind::LIST,
+        Value::Collection(particle::MAP, _) => kind == kind::MAP,
+        _ => false,
     }
 }
 
@@ -334,6 +396,7 @@ fn call_result(result: Option<(u8, Vec<u8>)>) -> Value<'static> {
         Some((particle::BOOL, bytes)) => Value::Bool(bytes.first().is_some_and(|&b| b != 0)),
         Some((particle::NULL, _)) => Value::Nil,
         Some((particle::STRING, bytes)) => Value::Str(Cow::Owned(bytes)),
+        Some((particle::HLL, bytes)) => Value::Blob(particle::HLL, Cow::Owned(bytes)),
         Some((particle_type, bytes)) if particle::is_blob(particle_type) => {
             Value::Blob(particle_type, Cow::Owned(bytes))
         }
@@ -361,6 +424,7 @@ fn typed(particle_type: u8, bytes: &[u8], kind: i64) -> Value<'_> {
             crate::geo::stored_text(bytes).map_or(Value::Unknown, Value::Geo)
         }
         (kind::BLOB, p) if particle::is_blob(p) => Value::Blob(p, Cow::Borrowed(bytes)),
+        (kind::HLL, particle::HLL) => Value::Blob(particle::HLL, Cow::Borrowed(bytes)),
         (kind::BOOL, particle::BOOL) => Value::Bool(bytes.first().is_some_and(|&b| b != 0)),
         (kind::NIL, _) => Value::Nil,
         _ => Value::Unknown,

@@ -98,6 +98,7 @@ mod kind {
     pub const GEO: i64 = 8;
     pub const LIST: i64 = 4;
     pub const MAP: i64 = 5;
+    pub const HLL: i64 = 9;
 }
 
 /// A parsed expression.
@@ -121,8 +122,9 @@ pub enum Expr {
     Regex(PosixRegex, Box<Expr>),
     /// True if one side is a point inside the region the other side is.
     Geo(GeoSide, GeoSide),
-    /// A list or map read op (the msgpack `[code, args...]` payload, as in
-    /// `operate`) on the list or map `bin` evaluates to.
+    /// A list, map, bit or HyperLogLog op (the msgpack `[code, args...]`
+    /// payload, as in `operate`) on the value `bin` evaluates to: a read
+    /// answers the op's result, a modify the modified value.
     Call {
         call: Call,
         bin: Box<Expr>,
@@ -178,12 +180,27 @@ pub enum Literal {
 /// for each record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Call {
+    /// Which family of ops the payload is for.
+    system: CallSystem,
+    /// A modify op on a copy of the value (the server's "modify local"
+    /// flag): the call answers the modified value.
+    modify: bool,
+    /// The value type the client declared for the answer.
+    result_kind: i64,
     /// The payload when every argument is a literal (quotes removed).
     fixed: Option<Vec<u8>>,
     /// Everything before the arguments: the context if any, the array
     /// header and the op code.
     head: Vec<u8>,
     args: Vec<CallArg>,
+}
+
+/// The op families a CALL may run, as the clients number them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum CallSystem {
+    Cdt,
+    Bits,
+    Hll,
 }
 
 #[derive(Clone, Debug, PartialEq)]

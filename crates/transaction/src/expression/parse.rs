@@ -2,7 +2,9 @@
 //! request, with the checks the real server makes when it compiles one
 //! (operand counts and literal types, variables defined by a `let`).
 
-use super::{code, kind, op_flag, Call, CallArg, ExpOp, Expr, GeoSide, Literal, PosixRegex};
+use super::{
+    code, kind, op_flag, Call, CallArg, CallSystem, ExpOp, Expr, GeoSide, Literal, PosixRegex,
+};
 use bolide_types::{particle, ResultCode};
 use bolide_wire::msgpack::{Item, Reader};
 
@@ -110,8 +112,14 @@ fn variable_name(reader: &mut Reader<'_>) -> Result<Vec<u8>, ResultCode> {
     }
 }
 
-/// The `system` of a CALL on a list or map (read only).
-const CALL_SYSTEM_CDT: i64 = 0;
+/// The `system` of a CALL: list and map, bit, HyperLogLog ops; with the
+/// modify flag, the op modifies a copy of the value.
+mod call_system {
+    pub const CDT: i64 = 0;
+    pub const BITS: i64 = 1;
+    pub const HLL: i64 = 2;
+    pub const MODIFY_LOCAL: i64 = 0x40;
+}
 
 /// How many operands an arithmetic operator with a fixed count takes.
 fn fixed_arity(op: i64) -> Option<u32> {
@@ -261,7 +269,14 @@ fn call_payload(
             }
             payload
         });
-    Ok(Call { fixed, head, args })
+    Ok(Call {
+        system: CallSystem::Cdt,
+        modify: false,
+        result_kind: kind::NIL,
+        fixed,
+        head,
+        args,
+    })
 }
 
 fn parse_call(
@@ -375,13 +390,22 @@ fn parse_call(
         code::CALL => {
             // [127, result type, system, payload, bin]
             expect(4)?;
-            reader.int().map_err(|_| ResultCode::Parameter)?;
-            let system = reader.int().map_err(|_| ResultCode::Parameter)?;
-            if system != CALL_SYSTEM_CDT {
-                // Bit and HyperLogLog calls, and modifying calls.
-                return Err(ResultCode::UnsupportedFeature);
+            let result_kind = reader.int().map_err(|_| ResultCode::Parameter)?;
+            if !(kind::NIL..=kind::HLL).contains(&result_kind) {
+                return Err(ResultCode::Parameter);
             }
-            let call = call_payload(reader, depth, budget)?;
+            let system = reader.int().map_err(|_| ResultCode::Parameter)?;
+            let modify = system & call_system::MODIFY_LOCAL != 0;
+            let system = match system & !call_system::MODIFY_LOCAL {
+                call_system::CDT => CallSystem::Cdt,
+                call_system::BITS => CallSystem::Bits,
+                call_system::HLL => CallSystem::Hll,
+                _ => return Err(ResultCode::Parameter),
+            };
+            let mut call = call_payload(reader, depth, budget)?;
+            call.system = system;
+            call.modify = modify;
+            call.result_kind = result_kind;
             let bin = children(1, reader, budget)?
                 .pop()
                 .ok_or(ResultCode::Parameter)?;
