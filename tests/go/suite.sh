@@ -77,54 +77,6 @@ CDT Map Test Simple Usecases should create a valid CDT Map and then apply Inc/De
 CDT Map Test should support Map Infinity ops :: map operation answers differ from the server's
 CDT Map Test should support Relative MapGet ops :: map operation answers differ from the server's
 CDT Map Test should support Relative MapRemove ops :: map operation answers differ from the server's
-Expression Filters - Lists ExpListAppend should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListAppendItems should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListClear should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListInsertItems should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByIndex should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByIndexRange should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByIndexRangeCount should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByRank should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByRankRange should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByRankRangeCount should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByValue should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByValueList should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByValueRange should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByValueRelativeRankRange should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ExpListRemoveByValueRelativeRankRangeCount should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ListReturnTypeCount should work :: modifying list expressions not implemented yet
-Expression Filters - Lists ListReturnTypeValue should work :: modifying list expressions not implemented yet
-Expression Filters - Maps ExpMapClear should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByIndex should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByIndexRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByIndexRangeCount should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByKey should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByKeyList should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByKeyRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByKeyRelativeIndexRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByKeyRelativeIndexRangeCount should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByRank should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByRankRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByRankRangeCount should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByValue should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByValueList should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByValueRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByValueRelativeRankRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapGetByValueRelativeRankRangeCount should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByIndex should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByIndexRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByIndexRangeCount should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByKey should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByKeyList should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByKeyRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByKeyRelativeIndexRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByKeyRelativeIndexRangeCount should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByRank should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByRankRange should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByRankRangeCount should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByValue should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByValueList should work :: modifying map expressions not implemented yet
-Expression Filters - Maps ExpMapRemoveByValueRange should work :: modifying map expressions not implemented yet
 Aerospike Data operations on native types Operate operations must apply all operations, and result should match expectation :: operate [touch, read header] answers all bins
 Aerospike Batch Write operations BatchRead operations with TTL Reset Read TTL :: read-touch-ttl-percent not implemented yet
 Aerospike Batch Write operations BatchUDF operations must return correct errors :: sindex/UDF: branch compat-sindex
