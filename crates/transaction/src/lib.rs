@@ -12,11 +12,13 @@
 #![deny(clippy::unwrap_used)]
 
 mod batch;
+mod bits;
 mod cdt;
 mod expression;
 mod geo;
 pub mod metadata;
 mod ops;
+mod particle_ops;
 mod query;
 mod read;
 mod scan;
