@@ -14,7 +14,8 @@ use bolide_types::{now_citrusleaf_seconds, Digest, DIGEST_BYTES, PARTITION_COUNT
 use parking_lot::RwLock;
 use std::collections::BTreeSet;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -86,7 +87,7 @@ impl SecondaryIndex {
     }
 
     pub fn load_pct(&self) -> u32 {
-        self.load_pct.load(Relaxed)
+        self.load_pct.load(SeqCst)
     }
 
     pub fn load_time_ms(&self) -> u64 {
@@ -95,7 +96,7 @@ impl SecondaryIndex {
 
     /// Queries are answered once the index holds every existing record.
     pub fn is_readable(&self) -> bool {
-        self.readable.load(Relaxed)
+        self.readable.load(SeqCst)
     }
 
     pub fn is_dropped(&self) -> bool {
@@ -230,12 +231,15 @@ impl SecondaryIndex {
                     self.update(partition, &digest, &[], &bvals);
                 }
             }
-            self.load_pct
-                .store(((partition + 1) * 100 / PARTITION_COUNT) as u32, Relaxed);
+            // 100 only once the index is readable: clients query as soon
+            // as they see it.
+            let done = ((partition + 1) * 100 / PARTITION_COUNT).min(99);
+            self.load_pct.store(done as u32, Relaxed);
         }
         let elapsed = self.load_started.elapsed().max(started.elapsed());
         self.load_time_ms.store(elapsed.as_millis() as u64, Relaxed);
-        self.readable.store(true, Relaxed);
+        self.readable.store(true, SeqCst);
+        self.load_pct.store(100, SeqCst);
     }
 }
 
