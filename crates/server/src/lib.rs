@@ -10,6 +10,7 @@ pub mod config;
 pub mod connection;
 pub mod info;
 mod info_sindex;
+mod info_udf;
 pub mod node;
 pub mod supervisor;
 
