@@ -23,6 +23,9 @@ pub struct Config {
     pub proto_fd_max: usize,
     pub proto_fd_idle_ms: u64,
     pub pidfile: Option<PathBuf>,
+    /// Where node metadata (secondary index definitions, UDF modules) is
+    /// kept; None: in memory only.
+    pub work_directory: Option<PathBuf>,
     pub log_level: String,
     pub log_file: Option<PathBuf>,
     pub service_address: IpAddr,
@@ -79,6 +82,7 @@ impl Default for Config {
             proto_fd_max: 15_000,
             proto_fd_idle_ms: 0,
             pidfile: None,
+            work_directory: None,
             log_level: "info".to_owned(),
             log_file: None,
             service_address: IpAddr::from([127, 0, 0, 1]),
@@ -332,7 +336,8 @@ impl Config {
                 "stop-writes-sys-memory-pct" => {
                     self.stop_writes_sys_memory_pct = directive.percent()?
                 }
-                "user" | "group" | "paxos-single-replica-limit" | "work-directory" => {}
+                "work-directory" => self.work_directory = Some(PathBuf::from(directive.one()?)),
+                "user" | "group" | "paxos-single-replica-limit" => {}
                 _ => return Err(directive.error("unknown directive in service context")),
             }
         }

@@ -10,6 +10,7 @@ pub mod config;
 pub mod connection;
 pub mod http;
 pub mod info;
+mod info_sindex;
 pub mod latency;
 pub mod node;
 pub mod supervisor;
