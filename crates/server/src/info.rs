@@ -123,6 +123,8 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "user-agents" => String::new(),
         "cluster-stable" | "cluster-key" => format!("{:X}", node.node_id ^ 0x5A5A),
         "statistics" => statistics(node),
+        "latencies" => node.latencies.info_latencies(command.param("hist")),
+        "latency-histograms" => node.latencies.info_histograms(command.param("hist")),
         "namespace" => match command
             .path
             .first()

@@ -2,6 +2,7 @@
 //! by every event loop.
 
 use crate::config::Config;
+use crate::latency::Latencies;
 use bolide_store::Store;
 use bolide_transaction::Services;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -25,6 +26,8 @@ pub struct Node {
     pub info_requests: AtomicU64,
     pub admin_requests: AtomicU64,
     pub bad_frames: AtomicU64,
+    /// Latency histograms (`latencies:`, `/metrics`, the console).
+    pub latencies: Latencies,
 }
 
 impl Node {
@@ -35,6 +38,10 @@ impl Node {
             .node_id
             .unwrap_or_else(|| default_node_id(config.service_port));
         let store = Store::open(config.namespaces.clone())?;
+        let latencies = Latencies::new(
+            store.namespaces().iter().map(|ns| ns.name()),
+            config.service_threads,
+        );
         // Index population is background work, like defragmentation.
         let services = Services::open(
             &store,
@@ -53,6 +60,7 @@ impl Node {
             info_requests: AtomicU64::new(0),
             admin_requests: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
+            latencies,
         })
     }
 
