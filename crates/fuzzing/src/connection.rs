@@ -10,6 +10,7 @@ use crate::answers::{self, Frame};
 use crate::fixture;
 use bolide_server::budget::{ConnectionBudget, Input};
 use bolide_server::connection::{answer_buffered, Close, Step};
+use bolide_server::latency::Timing;
 use bolide_transaction::Scratch;
 use std::net::SocketAddr;
 
@@ -63,6 +64,7 @@ pub fn check(stream: &[u8]) {
 pub fn run(stream: &[u8], piece: usize) -> Run {
     let node = fixture::node();
     let mut budget = ConnectionBudget::new(&node.budget);
+    let mut timing = Timing::new(&node.latencies);
     let mut input = Input::default();
     let mut output = Vec::new();
     let mut answered = Vec::new();
@@ -77,6 +79,7 @@ pub fn run(stream: &[u8], piece: usize) -> Run {
                 &mut output,
                 &mut scratch,
                 &mut budget,
+                &mut timing,
                 local,
             );
             answered.append(&mut output);

@@ -4,6 +4,7 @@
 
 use crate::budget::{ConnectionBudget, Input, NoRoom, READ_CHUNK_BYTES};
 use crate::info;
+use crate::latency::Timing;
 use crate::node::Node;
 use bolide_transaction::{Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
@@ -72,6 +73,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
     let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut scratch = Scratch::default();
     let mut budget = ConnectionBudget::new(&node.budget);
+    let mut timing = Timing::new(&node.latencies);
     let idle = match node.config.proto_fd_idle_ms {
         0 => None,
         ms => Some(Duration::from_millis(ms)),
@@ -83,6 +85,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             &mut output,
             &mut scratch,
             &mut budget,
+            &mut timing,
             local,
         );
         // commit-to-device: the answers wait until their writes are
@@ -97,6 +100,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             if let Err(error) = stream.write_all(&output).await {
                 return Close::Io(error);
             }
+            timing.written();
             output.clear();
             budget.settle_output(&mut output);
         }
@@ -112,6 +116,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
                 if let Err(error) = result {
                     return Close::Io(error);
                 }
+                timing.stream_done();
                 continue;
             }
             Step::Inflate(bytes) => {
@@ -135,7 +140,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
         };
         match read {
             Ok(0) => return Close::Peer,
-            Ok(_) => {}
+            Ok(_) => timing.arrived(),
             Err(error) => return Close::Io(error),
         }
     }
@@ -151,6 +156,7 @@ pub fn answer_buffered(
     output: &mut Vec<u8>,
     scratch: &mut Scratch,
     budget: &mut ConnectionBudget<'_>,
+    timing: &mut Timing<'_>,
     local: SocketAddr,
 ) -> Step {
     loop {
@@ -166,11 +172,12 @@ pub fn answer_buffered(
             .data()
             .get(PROTO_HEADER_BYTES..total)
             .unwrap_or_default();
-        match dispatch(node, header, body, local, output, scratch, budget) {
+        match dispatch(node, header, body, local, output, scratch, budget, timing) {
             Ok(Outcome::Answered) => input.consume(total),
             Ok(Outcome::Stream(job)) => {
                 // Answers before it go out first; frames after it wait.
                 input.consume(total);
+                timing.stream_started();
                 return Step::Stream(job, stream_job_bytes(total));
             }
             Err(Dispatch::Inflate(bytes)) => return Step::Inflate(bytes),
@@ -324,6 +331,10 @@ enum Dispatch {
 
 /// Answers one frame into `output`.
 // PERF: hot path.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the connection's parts, borrowed separately on the hot path"
+)]
 fn dispatch(
     node: &Node,
     header: ProtoHeader,
@@ -332,15 +343,17 @@ fn dispatch(
     output: &mut Vec<u8>,
     scratch: &mut Scratch,
     budget: &mut ConnectionBudget<'_>,
+    timing: &mut Timing<'_>,
 ) -> Result<Outcome, Dispatch> {
     match header.message_type {
         MessageType::Message => {
+            timing.answered(body);
             return Ok(bolide_transaction::execute(
                 &node.store,
                 body,
                 output,
                 scratch,
-            ))
+            ));
         }
         MessageType::Info => {
             node.info_requests.fetch_add(1, Relaxed);
@@ -364,6 +377,7 @@ fn dispatch(
                 return Err(bad());
             }
             let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
+            timing.answered(inner_body);
             return Ok(bolide_transaction::execute(
                 &node.store,
                 inner_body,

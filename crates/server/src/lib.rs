@@ -9,7 +9,10 @@
 pub mod budget;
 pub mod config;
 pub mod connection;
+pub mod http;
 pub mod info;
+mod info_sindex;
+pub mod latency;
 pub mod node;
 pub mod supervisor;
 
@@ -61,9 +64,15 @@ pub fn run(config: Config) -> Result<(), String> {
         let node = node.clone();
         std::thread::Builder::new()
             .name(format!("service-{index}"))
-            .spawn(move || event_loop(node, receiver))
+            .spawn(move || {
+                node.latencies.bind_thread(index);
+                event_loop(node, receiver)
+            })
             .map_err(|error| format!("cannot start service thread: {error}"))?;
         loops.push(sender);
+    }
+    if let Some(address) = http::start(node.clone())? {
+        tracing::info!(%address, "http: /metrics and the console");
     }
     supervisor::start(node.clone());
     {
@@ -73,6 +82,7 @@ pub fn run(config: Config) -> Result<(), String> {
             .spawn(move || node.budget.run_enforcer())
             .map_err(|error| format!("cannot start budget enforcer: {error}"))?;
     }
+    latency::start_ticker(node.clone());
 
     runtime.block_on(accept(node.clone(), listeners, loops, signals))?;
     tracing::info!("shutting down");

@@ -3,8 +3,11 @@
 
 use crate::budget::Budget;
 use crate::config::Config;
+use crate::latency::Latencies;
 use bolide_store::Store;
+use bolide_transaction::Services;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The protocol version the node reports in `build`. Clients switch
@@ -14,6 +17,8 @@ pub const PROTOCOL_BUILD: &str = "8.1.0.0";
 pub struct Node {
     pub config: Config,
     pub store: Store,
+    /// Secondary indexes and UDF modules (also attached to the store).
+    pub services: Arc<Services>,
     pub node_id: u64,
     pub started: Instant,
     pub connections_opened: AtomicU64,
@@ -24,6 +29,8 @@ pub struct Node {
     pub bad_frames: AtomicU64,
     /// Connection buffers beyond each connection's allowance.
     pub budget: Budget,
+    /// Latency histograms (`latencies:`, `/metrics`, the console).
+    pub latencies: Latencies,
 }
 
 impl Node {
@@ -39,9 +46,20 @@ impl Node {
                 .proto_buffer_budget_bytes
                 .unwrap_or_else(Budget::default_limit_bytes),
         );
+        let latencies = Latencies::new(
+            store.namespaces().iter().map(|ns| ns.name()),
+            config.service_threads,
+        );
+        // Index population is background work, like defragmentation.
+        let services = Services::open(
+            &store,
+            config.work_directory.as_deref(),
+            Arc::new(|| crate::connection::set_thread_nice(crate::connection::BACKGROUND_NICE)),
+        )?;
         Ok(Node {
             config,
             store,
+            services,
             node_id,
             started: Instant::now(),
             connections_opened: AtomicU64::new(0),
@@ -51,6 +69,7 @@ impl Node {
             admin_requests: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
             budget,
+            latencies,
         })
     }
 

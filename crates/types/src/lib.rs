@@ -95,6 +95,8 @@ pub enum ResultCode {
     IncompatibleType = 12,
     RecordTooBig = 13,
     KeyBusy = 14,
+    /// A scan or query was aborted.
+    QueryAborted = 15,
     UnsupportedFeature = 16,
     BinNotFound = 17,
     /// The storage device's write queue is over its limit.
@@ -108,14 +110,23 @@ pub enum ResultCode {
     EnterpriseOnly = 25,
     OpNotApplicable = 26,
     FilteredOut = 27,
+    /// A UDF failed (its error string travels in a `FAILURE` bin).
+    UdfExecution = 100,
     BatchMaxRequests = 151,
+    /// An index of that name (or definition) exists.
+    IndexFound = 200,
     IndexNotFound = 201,
+    /// The index is still being built.
+    IndexNotReadable = 203,
+    IndexGeneric = 204,
+    IndexNameTooLong = 205,
+    IndexMaxCount = 206,
     SecurityNotEnabled = 52,
 }
 
 impl ResultCode {
     /// Every code the server may answer.
-    pub const ALL: [ResultCode; 29] = [
+    pub const ALL: [ResultCode; 36] = [
         ResultCode::Ok,
         ResultCode::Unknown,
         ResultCode::NotFound,
@@ -130,6 +141,7 @@ impl ResultCode {
         ResultCode::IncompatibleType,
         ResultCode::RecordTooBig,
         ResultCode::KeyBusy,
+        ResultCode::QueryAborted,
         ResultCode::UnsupportedFeature,
         ResultCode::BinNotFound,
         ResultCode::DeviceOverload,
@@ -142,8 +154,14 @@ impl ResultCode {
         ResultCode::EnterpriseOnly,
         ResultCode::OpNotApplicable,
         ResultCode::FilteredOut,
+        ResultCode::UdfExecution,
         ResultCode::BatchMaxRequests,
+        ResultCode::IndexFound,
         ResultCode::IndexNotFound,
+        ResultCode::IndexNotReadable,
+        ResultCode::IndexGeneric,
+        ResultCode::IndexNameTooLong,
+        ResultCode::IndexMaxCount,
         ResultCode::SecurityNotEnabled,
     ];
 
@@ -242,6 +260,7 @@ mod tests {
                 | ResultCode::IncompatibleType
                 | ResultCode::RecordTooBig
                 | ResultCode::KeyBusy
+                | ResultCode::QueryAborted
                 | ResultCode::UnsupportedFeature
                 | ResultCode::BinNotFound
                 | ResultCode::DeviceOverload
@@ -254,8 +273,14 @@ mod tests {
                 | ResultCode::EnterpriseOnly
                 | ResultCode::OpNotApplicable
                 | ResultCode::FilteredOut
+                | ResultCode::UdfExecution
                 | ResultCode::BatchMaxRequests
+                | ResultCode::IndexFound
                 | ResultCode::IndexNotFound
+                | ResultCode::IndexNotReadable
+                | ResultCode::IndexGeneric
+                | ResultCode::IndexNameTooLong
+                | ResultCode::IndexMaxCount
                 | ResultCode::SecurityNotEnabled => {}
             }
         }
