@@ -8,9 +8,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("types", &[]),
     ("wire", &["bolide-types"]),
     ("store", &["bolide-types"]),
+    ("udf", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
-        &["bolide-types", "bolide-wire", "bolide-store"],
+        &["bolide-types", "bolide-wire", "bolide-store", "bolide-udf"],
     ),
     (
         "server",
@@ -18,6 +19,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-types",
             "bolide-wire",
             "bolide-store",
+            "bolide-udf",
             "bolide-transaction",
         ],
     ),
