@@ -17,6 +17,7 @@
 pub mod balance;
 pub mod codec;
 pub mod conflict;
+pub mod fabric;
 pub mod membership;
 pub mod message;
 pub mod metadata;

@@ -204,3 +204,41 @@ pub fn set_bit(bitmap: &mut [u8; BITMAP_BYTES], pid: usize) {
         *byte |= 0x80 >> (pid & 7);
     }
 }
+
+/// Per partition, a gate a handoff closes: while it is closed the working
+/// master takes no new write of the partition, and the handoff waits until
+/// the writes under way (counted here) have reached their copies.
+#[derive(Debug, Default)]
+pub struct Gate {
+    pub closed: std::sync::atomic::AtomicBool,
+    pub inflight: std::sync::atomic::AtomicU32,
+}
+
+/// The gates of every namespace's partitions.
+#[derive(Debug)]
+pub struct Gates {
+    namespaces: Vec<Box<[Gate]>>,
+}
+
+impl Gates {
+    pub fn new(namespaces: usize) -> Gates {
+        Gates {
+            namespaces: (0..namespaces)
+                .map(|_| (0..PARTITION_COUNT).map(|_| Gate::default()).collect())
+                .collect(),
+        }
+    }
+
+    pub fn gate(&self, namespace: usize, pid: usize) -> Option<&Gate> {
+        self.namespaces.get(namespace)?.get(pid)
+    }
+
+    /// Opens every gate (a new map: no handoff is under way).
+    pub fn open_all(&self) {
+        for gates in &self.namespaces {
+            for gate in gates.iter() {
+                gate.closed.store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+}

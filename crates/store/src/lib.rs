@@ -8,6 +8,7 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod blob;
+pub mod copies;
 pub mod device;
 pub mod index;
 pub mod namespace;
@@ -16,7 +17,8 @@ pub mod record;
 
 pub use blob::RecordBlob;
 pub use device::{AppendError, CommitWait, DeviceConfig};
-pub use index::{Entry, IndexTable, RecordMeta, SLOT_BYTES};
+pub use copies::{Copy, CopyError, OwnedCopy, Stamp};
+pub use index::{Entry, IndexTable, RecordMeta, Tombstone, SLOT_BYTES};
 pub use namespace::{
     Namespace, NamespaceConfig, PartitionWriter, SetError, StorageEngine, SweepReport,
 };

@@ -89,6 +89,8 @@ pub struct NamespaceStats {
     pub fail_out_of_space: AtomicU64,
     pub nsup_cycle_duration_ms: AtomicU64,
     pub nsup_cycles: AtomicU64,
+    /// Tombstones kept in memory (replicated namespaces).
+    pub tombstones: AtomicI64,
 }
 
 /// Per-set statistics.
