@@ -3,7 +3,7 @@
 #
 # Needs only Rust (cargo with rustfmt + clippy), Go and Python 3.11 on PATH.
 # Sections: cargo fmt --check, clippy -D warnings, release build, cargo tests,
-# Go tools smoke test, Python client suite (official `aerospike` 19.x in
+# Go tools smoke test, the Go client's own test suite, Python client suite (official `aerospike` 19.x in
 # .venv). The build is fail-fast (everything else needs the binary); the other
 # sections all run and the script exits non-zero at the end if any failed.
 #
@@ -80,6 +80,8 @@ fi
 # Before the Python suite: it installs the Go tools, whose benchmark drives
 # the scan-under-load test (tests/python/test_scan_under_load.py).
 stage "Go tools smoke test (tests/go/smoke.sh)" ./tests/go/smoke.sh
+
+stage "Go client test suite (tests/go/suite.sh)" ./tests/go/suite.sh
 
 # shellcheck disable=SC2086
 stage "pytest tests/python" "$VENV/bin/python" -m pytest tests/python -q ${PYTEST_ARGS:-}

@@ -12,10 +12,12 @@
 #![deny(clippy::unwrap_used)]
 
 mod batch;
+mod bits;
 mod cdt;
 mod expression;
 mod geo;
 mod ops;
+mod particle_ops;
 mod read;
 mod scan;
 mod ttl;

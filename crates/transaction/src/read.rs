@@ -26,7 +26,10 @@ pub fn execute(
     for op in message.ops() {
         if op.op_type == op_type::EXP_READ {
             exp_reads.push(expression::parse_op(op.value, false)?);
-        } else if op.op_type != op_type::READ && op.op_type != op_type::CDT_READ {
+        } else if !matches!(
+            op.op_type,
+            op_type::READ | op_type::CDT_READ | op_type::BIT_READ
+        ) {
             return Err(if crate::ops::is_readable(op.op_type) {
                 ResultCode::UnsupportedFeature
             } else {
@@ -86,6 +89,19 @@ pub fn execute(
                     now_ms: bolide_types::now_citrusleaf_milliseconds(),
                 };
                 match expression::evaluate(&exp.expr, &subject).read_answer(exp.flags)? {
+                    Some((particle_type, value)) => {
+                        writer.op(op_type::READ, particle_type, op.name, &value)
+                    }
+                    None if respond_all => writer.op(op_type::READ, 0, op.name, &[]),
+                    None => {}
+                }
+                continue;
+            }
+            if op.op_type == op_type::BIT_READ {
+                let bin = record
+                    .bin(op.name)
+                    .map(|bin| (bin.particle_type, bin.value));
+                match crate::particle_ops::read(&op, bin)? {
                     Some((particle_type, value)) => {
                         writer.op(op_type::READ, particle_type, op.name, &value)
                     }

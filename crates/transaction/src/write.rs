@@ -220,11 +220,15 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
                     return Err(ResultCode::Parameter);
                 }
             }
-            op_type::CDT_READ | op_type::CDT_MODIFY | op_type::EXP_MODIFY => {
+            op_type::CDT_READ
+            | op_type::CDT_MODIFY
+            | op_type::EXP_MODIFY
+            | op_type::BIT_READ
+            | op_type::BIT_MODIFY => {
                 if op.name.is_empty() || op.name.len() > BIN_NAME_BYTES_MAX {
                     return Err(ResultCode::BinName);
                 }
-                if replace && op.op_type != op_type::CDT_READ {
+                if replace && !matches!(op.op_type, op_type::CDT_READ | op_type::BIT_READ) {
                     return Err(ResultCode::Parameter);
                 }
             }
@@ -392,6 +396,16 @@ fn apply<'a>(
             *result_count += 1;
             return Ok(());
         }
+        op_type::BIT_READ | op_type::BIT_MODIFY => {
+            return crate::particle_ops::apply(
+                bins,
+                position,
+                &op,
+                respond_all,
+                results,
+                result_count,
+            )
+        }
         op_type::DELETE => bins.clear(),
         // A touch never has an answer entry, even with respond-all-ops.
         op_type::TOUCH => return Ok(()),
@@ -451,7 +465,7 @@ fn exp_modify<'a>(
     }
 }
 
-fn set_bin<'a>(
+pub(crate) fn set_bin<'a>(
     bins: &mut Vec<WorkBin<'a>>,
     position: Option<usize>,
     name: &'a [u8],

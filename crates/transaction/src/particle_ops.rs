@@ -1,0 +1,60 @@
+//! Bit (BIT_READ, BIT_MODIFY) ops in `operate`: the op's particle type and
+//! the bin's value go to `bits`, and the answer or new value comes back
+//! into the working copy of the record.
+
+use crate::ops::WorkBin;
+use bolide_types::{particle, ResultCode};
+use bolide_wire::message::encode_op;
+use bolide_wire::{op_type, Op};
+use std::borrow::Cow;
+
+/// Applies a bit op to the working bins (the write path), appending its
+/// answer, if it has one, to `results`.
+pub fn apply<'a>(
+    bins: &mut Vec<WorkBin<'a>>,
+    position: Option<usize>,
+    op: &Op<'a>,
+    respond_all: bool,
+    results: &mut Vec<u8>,
+    result_count: &mut u16,
+) -> Result<(), ResultCode> {
+    if op.particle_type != particle::BLOB {
+        return Err(ResultCode::IncompatibleType);
+    }
+    let current = position
+        .and_then(|i| bins.get(i))
+        .map(|bin| (bin.particle_type, bin.value.as_ref()));
+    let answer = match op.op_type {
+        op_type::BIT_MODIFY => {
+            if let Some(value) = crate::bits::modify(current, op.value)? {
+                crate::write::set_bin(bins, position, op.name, particle::BLOB, Cow::Owned(value));
+            }
+            None
+        }
+        _ => match current {
+            Some(bin) => Some(crate::bits::read(bin, op.value)?),
+            None => None,
+        },
+    };
+    match answer {
+        Some((particle_type, value)) => {
+            encode_op(results, op_type::READ, particle_type, op.name, &value)
+        }
+        None if respond_all => encode_op(results, op_type::READ, particle::NULL, op.name, &[]),
+        None => return Ok(()),
+    }
+    *result_count += 1;
+    Ok(())
+}
+
+/// A read op of the read path (no write lock): the answer for a bin the
+/// record has, `None` for one it does not.
+pub fn read(op: &Op<'_>, bin: Option<(u8, &[u8])>) -> Result<Option<(u8, Vec<u8>)>, ResultCode> {
+    if op.particle_type != particle::BLOB {
+        return Err(ResultCode::IncompatibleType);
+    }
+    match bin {
+        Some(bin) => crate::bits::read(bin, op.value).map(Some),
+        None => Ok(None),
+    }
+}
