@@ -124,6 +124,7 @@ pub struct Membership {
 
 impl Membership {
     pub fn new(identity: Identity, timing: Timing, now_ms: u64) -> Membership {
+        let alone = identity.seeds.is_empty();
         Membership {
             identity,
             timing,
@@ -136,7 +137,13 @@ impl Membership {
             integrity: false,
             started_ms: now_ms,
             next_pulse_ms: now_ms,
-            next_quantum_ms: now_ms + timing.quantum,
+            // A node told of no other forms its own cluster at once (others
+            // may still join it); one with seeds first listens a quantum.
+            next_quantum_ms: if alone {
+                now_ms
+            } else {
+                now_ms + timing.quantum
+            },
             last_quantum_ms: now_ms,
             proposal: None,
             proposal_sequence: 0,
@@ -458,7 +465,8 @@ impl Membership {
         // A node gives the mesh one quantum after it starts to be found,
         // and a node that just left a cluster waits two pulses, so that
         // every other member of its old cluster has noticed too.
-        if let Some(since) = self.orphan_since_ms {
+        let anyone = self.alive(now_ms).next().is_some();
+        if let (Some(since), true) = (self.orphan_since_ms, anyone) {
             let settle = since + 2 * self.timing.interval;
             if now_ms < settle {
                 self.next_quantum_ms = settle;
@@ -483,7 +491,7 @@ impl Membership {
         if candidates.first() != Some(&me) {
             return None;
         }
-        if now_ms < self.started_ms + self.timing.quantum {
+        if now_ms < self.started_ms + self.timing.quantum && !self.identity.seeds.is_empty() {
             return None;
         }
         if candidates.len() < self.identity.min_cluster_size.max(1) {

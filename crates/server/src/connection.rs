@@ -4,7 +4,7 @@
 
 use crate::info;
 use crate::node::Node;
-use bolide_transaction::{Outcome, Scratch, StreamJob, CHUNK_BYTES};
+use bolide_transaction::{Cluster, Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use bolide_wire::response::{append_admin_not_enabled, append_info};
 use bytes::{Buf, BytesMut};
@@ -54,7 +54,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
     node.connections_closed.fetch_add(1, Relaxed);
 }
 
-async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
+async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Close {
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut scratch = Scratch::default();
@@ -66,12 +66,19 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
         // Answer every complete frame already buffered, in order.
         let mut failure = None;
         let mut job = None;
+        // Answers that wait on other nodes, with where they go in `output`.
+        let mut remote: Vec<(usize, tokio::task::JoinHandle<Vec<u8>>)> = Vec::new();
         loop {
             match frame_length(&input) {
                 Ok(Some((header, total))) => {
                     let body = input.get(PROTO_HEADER_BYTES..total).unwrap_or_default();
                     match dispatch(node, header, body, local, &mut output, &mut scratch) {
                         Ok(Outcome::Answered) => input.advance(total),
+                        Ok(Outcome::Remote(work)) => {
+                            input.advance(total);
+                            let answer = crate::cluster::remote::complete(Arc::clone(node), work);
+                            remote.push((output.len(), tokio::task::spawn_local(answer)));
+                        }
                         Ok(Outcome::Stream(stream_job)) => {
                             // Answers before it go out first; frames after it wait.
                             input.advance(total);
@@ -97,6 +104,22 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             if wait.wait().await.is_err() {
                 return Close::StorageFailed;
             }
+        }
+        if !remote.is_empty() {
+            // Pipelined requests are answered in order: each remote answer
+            // goes where its request's answer belongs.
+            let mut ordered = Vec::with_capacity(output.len() + remote.len() * 64);
+            let mut copied = 0;
+            for (at, answer) in remote.drain(..) {
+                ordered.extend_from_slice(&output[copied..at]);
+                copied = at;
+                match answer.await {
+                    Ok(answer) => ordered.extend_from_slice(&answer),
+                    Err(_) => return Close::Io(std::io::Error::other("remote work failed")),
+                }
+            }
+            ordered.extend_from_slice(&output[copied..]);
+            output = ordered;
         }
         if !output.is_empty() {
             if let Err(error) = stream.write_all(&output).await {
@@ -278,12 +301,18 @@ fn dispatch(
 ) -> Result<Outcome, Close> {
     match header.message_type {
         MessageType::Message => {
+            let routing = node.cluster.routing.load();
+            let cluster = Cluster {
+                runner: Some(&node.runner),
+                ..Cluster::new(&routing, &node.cluster.gates)
+            };
             return Ok(bolide_transaction::execute(
                 &node.store,
+                &cluster,
                 body,
                 output,
                 scratch,
-            ))
+            ));
         }
         MessageType::Info => {
             node.info_requests.fetch_add(1, Relaxed);
@@ -304,8 +333,14 @@ fn dispatch(
                 return Err(Close::BadCompressed);
             }
             let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
+            let routing = node.cluster.routing.load();
+            let cluster = Cluster {
+                runner: Some(&node.runner),
+                ..Cluster::new(&routing, &node.cluster.gates)
+            };
             return Ok(bolide_transaction::execute(
                 &node.store,
+                &cluster,
                 inner_body,
                 output,
                 scratch,

@@ -1,8 +1,12 @@
 //! The node: configuration, store, identity and node-wide counters, shared
 //! by every event loop.
 
+use crate::cluster::remote::BlockingRunner;
+use crate::cluster::ClusterService;
 use crate::config::Config;
 use bolide_store::Store;
+use bolide_transaction::RemoteRunner;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
@@ -14,6 +18,9 @@ pub struct Node {
     pub config: Config,
     pub store: Store,
     pub node_id: u64,
+    pub cluster: ClusterService,
+    /// Carries out batch rows' work on other nodes (from blocking threads).
+    pub runner: Arc<dyn RemoteRunner>,
     pub started: Instant,
     pub connections_opened: AtomicU64,
     pub connections_closed: AtomicU64,
@@ -31,10 +38,16 @@ impl Node {
             .node_id
             .unwrap_or_else(|| default_node_id(config.service_port));
         let store = Store::open(config.namespaces.clone())?;
+        let cluster = ClusterService::new(&config, node_id, &store);
+        let runner: Arc<dyn RemoteRunner> = Arc::new(BlockingRunner {
+            jobs: cluster.blocking.clone(),
+        });
         Ok(Node {
             config,
             store,
             node_id,
+            cluster,
+            runner,
             started: Instant::now(),
             connections_opened: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),

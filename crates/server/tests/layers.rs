@@ -8,9 +8,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("types", &[]),
     ("wire", &["bolide-types"]),
     ("store", &["bolide-types"]),
+    // Beside the store: neither knows the other.
+    ("cluster", &["bolide-types"]),
     (
         "transaction",
-        &["bolide-types", "bolide-wire", "bolide-store"],
+        &["bolide-types", "bolide-wire", "bolide-store", "bolide-cluster"],
     ),
     (
         "server",
@@ -18,9 +20,12 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-types",
             "bolide-wire",
             "bolide-store",
+            "bolide-cluster",
             "bolide-transaction",
         ],
     ),
+    // The simulator drives the cluster state machine alone.
+    ("sim", &["bolide-types", "bolide-cluster"]),
 ];
 
 #[test]

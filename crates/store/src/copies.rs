@@ -281,6 +281,13 @@ impl PartitionWriter<'_> {
         Ok((present, wait))
     }
 
+    /// Forgets the tombstone of a record written again.
+    pub fn clear_tombstone(&mut self, digest: &Digest) {
+        if self.table.remove_tombstone(digest) {
+            self.namespace.stats.tombstones.fetch_sub(1, Relaxed);
+        }
+    }
+
     /// The tombstone kept for `digest`, if any.
     pub fn tombstone(&self, digest: &Digest) -> Option<Tombstone> {
         self.table.tombstone(digest)

@@ -245,7 +245,7 @@ pub struct IndexTable {
     len: usize,
     /// Deleted records remembered for a replicated namespace (see
     /// [`Tombstone`]); none allocated until the first.
-    tombstones: Option<Box<std::collections::HashMap<[u8; 20], Tombstone>>>,
+    tombstones: Option<std::collections::HashMap<[u8; 20], Tombstone>>,
 }
 
 /// What a replicated namespace remembers of a deleted record, so that an

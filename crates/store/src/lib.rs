@@ -74,6 +74,16 @@ impl Store {
             .find(|ns| ns.name().as_bytes() == name)
     }
 
+    /// The namespace named `name` and its index (its place in the
+    /// configuration, which the cluster's routing shares).
+    #[inline]
+    pub fn namespace_index(&self, name: &[u8]) -> Option<(usize, &Arc<Namespace>)> {
+        self.namespaces
+            .iter()
+            .enumerate()
+            .find(|(_, ns)| ns.name().as_bytes() == name)
+    }
+
     pub fn namespaces(&self) -> &[Arc<Namespace>] {
         &self.namespaces
     }

@@ -7,8 +7,10 @@
 //! digest (DIGEST_ARRAY) continues strictly after it, which is what the
 //! clients' partition trackers expect after `max_records`.
 
+use crate::cluster::Cluster;
 use crate::expression::Expr;
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
+use bolide_cluster::Routing;
 use bolide_store::{Namespace, RecordView, Store};
 use bolide_types::{
     now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES, PARTITION_COUNT,
@@ -25,6 +27,11 @@ type PartitionCursor = (u16, Option<[u8; DIGEST_BYTES]>);
 /// A scan in progress.
 pub struct ScanJob {
     namespace: Arc<Namespace>,
+    /// The routing when the scan began, and the namespace's place in it:
+    /// partitions this node does not serve are answered "unavailable" so
+    /// the client asks their master.
+    routing: Arc<Routing>,
+    namespace_index: usize,
     /// None = every set; Some(id) = that set only.
     set_id: Option<u16>,
     bins: Vec<Vec<u8>>,
@@ -38,8 +45,8 @@ pub struct ScanJob {
     filter: Option<Expr>,
 }
 
-pub fn start(store: &Store, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome {
-    match plan(store, message) {
+pub fn start(store: &Store, cluster: &Cluster<'_>, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome {
+    match plan(store, cluster, message) {
         Ok(Some(job)) => Outcome::Stream(Box::new(job)),
         Ok(None) => {
             append_last(out, ResultCode::Ok);
@@ -53,12 +60,12 @@ pub fn start(store: &Store, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome
 }
 
 /// Validates a scan request; `None` means "nothing to scan" (unknown set).
-fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultCode> {
+fn plan(store: &Store, cluster: &Cluster<'_>, message: &Message<'_>) -> Result<Option<ScanJob>, ResultCode> {
     let fields = &message.fields;
     let header = &message.header;
-    let namespace = fields
+    let (namespace_index, namespace) = fields
         .namespace
-        .and_then(|name| store.namespace(name))
+        .and_then(|name| store.namespace_index(name))
         .ok_or(ResultCode::Namespace)?;
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
@@ -96,6 +103,8 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
     Ok(Some(ScanJob {
         filter,
         namespace: namespace.clone(),
+        routing: Arc::clone(cluster.routing),
+        namespace_index,
         set_id,
         bins,
         no_bin_data: header.info1 & info1::NO_BIN_DATA != 0,
@@ -207,8 +216,13 @@ impl ScanJob {
         self.records_max != 0 && self.records_sent >= self.records_max
     }
 
-    /// Copies one partition's matching records into `out`.
+    /// Copies one partition's matching records into `out`, or answers
+    /// that this node does not serve it.
     fn scan_partition(&mut self, pid: u16, resume: Option<[u8; DIGEST_BYTES]>, out: &mut Vec<u8>) {
+        if !serves_scan(&self.routing, self.namespace_index, usize::from(pid)) {
+            append_partition_unavailable(out, pid);
+            return;
+        }
         let now = now_citrusleaf_seconds();
         let namespace = &self.namespace;
         let Some(table) = namespace.read_partition(usize::from(pid)) else {
@@ -308,4 +322,26 @@ impl ScanJob {
             std::thread::sleep(wait.min(Duration::from_secs(1)));
         }
     }
+}
+
+/// Whether this node answers a scan or query of partition `pid`: it holds
+/// the partition's complete data (the working master, with no copy left to
+/// merge, or a complete replica).
+pub fn serves_scan(routing: &Routing, namespace: usize, pid: usize) -> bool {
+    routing.namespaces.get(namespace).is_some_and(|ns| {
+        let route = ns.route(pid);
+        route.reads_here() && !route.resolves_duplicates()
+    })
+}
+
+/// A partition-done record with result 11: the client asks another node
+/// for this partition (its id rides in the generation field).
+pub fn append_partition_unavailable(out: &mut Vec<u8>, pid: u16) {
+    let header = MsgHeader {
+        info3: info3::PARTITION_DONE,
+        result_code: ResultCode::Unavailable.as_u8(),
+        generation: u32::from(pid),
+        ..MsgHeader::default()
+    };
+    ResponseWriter::begin_framed(out, &header, Framing::Row { index: 0 }).finish();
 }
