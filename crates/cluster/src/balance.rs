@@ -146,7 +146,11 @@ mod tests {
             [A, C, B],
         ];
         for (pid, row) in expected.iter().enumerate() {
-            assert_eq!(named(&orders, &succession, pid as u16), row.to_vec(), "pid {pid}");
+            assert_eq!(
+                named(&orders, &succession, pid as u16),
+                row.to_vec(),
+                "pid {pid}"
+            );
         }
         // Masters and proles with RF 2 over all partitions.
         let mut masters = [0usize; 3];

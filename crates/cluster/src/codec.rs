@@ -254,7 +254,8 @@ impl<'a> Reader<'a> {
         mut each: impl FnMut(&mut Self) -> Result<T, CodecError>,
     ) -> Result<Vec<T>, CodecError> {
         let count = self.u32()? as usize;
-        if count > LIST_ITEMS_MAX || count.saturating_mul(min_item_bytes.max(1)) > self.bytes.len() {
+        if count > LIST_ITEMS_MAX || count.saturating_mul(min_item_bytes.max(1)) > self.bytes.len()
+        {
             return Err(CodecError::Invalid("list count"));
         }
         let mut items = Vec::with_capacity(count);
@@ -328,6 +329,9 @@ mod tests {
         assert!(Reader::new(&body).list(1, |r| r.u8()).is_err());
         assert!(Reader::new(&body).bytes().is_err());
         assert_eq!(Reader::new(&[1, 2]).u32(), Err(CodecError::Truncated));
-        assert_eq!(Reader::new(&[2]).bool(), Err(CodecError::Invalid("boolean")));
+        assert_eq!(
+            Reader::new(&[2]).bool(),
+            Err(CodecError::Invalid("boolean"))
+        );
     }
 }

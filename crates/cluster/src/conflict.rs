@@ -21,13 +21,18 @@ pub fn incoming_wins(policy: ConflictPolicy, local: Option<Stamp>, incoming: Sta
     };
     match policy {
         ConflictPolicy::Generation => {
-            (incoming.generation, incoming.last_update_ms) > (local.generation, local.last_update_ms)
+            (incoming.generation, incoming.last_update_ms)
+                > (local.generation, local.last_update_ms)
         }
-        ConflictPolicy::LastUpdateTime => match incoming.last_update_ms.cmp(&local.last_update_ms) {
-            std::cmp::Ordering::Greater => true,
-            std::cmp::Ordering::Less => false,
-            std::cmp::Ordering::Equal => generation_newer(incoming.generation, local.generation),
-        },
+        ConflictPolicy::LastUpdateTime => {
+            match incoming.last_update_ms.cmp(&local.last_update_ms) {
+                std::cmp::Ordering::Greater => true,
+                std::cmp::Ordering::Less => false,
+                std::cmp::Ordering::Equal => {
+                    generation_newer(incoming.generation, local.generation)
+                }
+            }
+        }
     }
 }
 
@@ -48,7 +53,11 @@ pub fn next_stamp(old: Option<Stamp>, now_ms: u64) -> Stamp {
             last_update_ms: now_ms,
         },
         Some(old) => Stamp {
-            generation: if old.generation == u16::MAX { 1 } else { old.generation + 1 },
+            generation: if old.generation == u16::MAX {
+                1
+            } else {
+                old.generation + 1
+            },
             last_update_ms: now_ms.max(old.last_update_ms + 1),
         },
     }

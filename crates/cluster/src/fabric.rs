@@ -68,7 +68,10 @@ pub enum Fabric<'a> {
         image: Image<'a>,
     },
     /// Answers a replica write, a migration step or a fetch with a code.
-    Ack { id: u64, code: u8 },
+    Ack {
+        id: u64,
+        code: u8,
+    },
     Proxy {
         id: u64,
         /// Milliseconds the request may still take.
@@ -79,8 +82,9 @@ pub enum Fabric<'a> {
     },
     ProxyAnswer {
         id: u64,
-        /// Not served there: the sender routes again.
-        redirect: bool,
+        /// Not served there: the node that does, as the receiver sees it
+        /// (the sender routes again there).
+        redirect: Option<NodeId>,
         /// The answer's bytes, framed as asked.
         answer: &'a [u8],
     },
@@ -89,7 +93,10 @@ pub enum Fabric<'a> {
         namespace: &'a str,
         digest: [u8; DIGEST_BYTES],
     },
-    FetchAnswer { id: u64, image: Option<Image<'a>> },
+    FetchAnswer {
+        id: u64,
+        image: Option<Image<'a>>,
+    },
     MigrateStart {
         id: u64,
         namespace: &'a str,
@@ -184,7 +191,7 @@ impl Fabric<'_> {
                 answer,
             } => codec::write_frame(out, kind::PROXY_ANSWER, |w| {
                 w.u64(*id);
-                w.bool(*redirect);
+                w.u64(redirect.unwrap_or(0));
                 w.bytes(answer);
             }),
             Fabric::Fetch {
@@ -275,7 +282,7 @@ impl Fabric<'_> {
             }
             kind::PROXY_ANSWER => Fabric::ProxyAnswer {
                 id: r.u64()?,
-                redirect: r.bool()?,
+                redirect: Some(r.u64()?).filter(|&node| node != 0),
                 answer: r.bytes()?,
             },
             kind::FETCH => Fabric::Fetch {
@@ -285,7 +292,11 @@ impl Fabric<'_> {
             },
             kind::FETCH_ANSWER => Fabric::FetchAnswer {
                 id: r.u64()?,
-                image: if r.bool()? { Some(read_image(&mut r)?) } else { None },
+                image: if r.bool()? {
+                    Some(read_image(&mut r)?)
+                } else {
+                    None
+                },
             },
             kind::MIGRATE_START | kind::MIGRATE_DONE => {
                 let (id, namespace, pid, key) = read_partition_step(&mut r)?;
@@ -423,7 +434,10 @@ mod tests {
                 cluster_key: 0x55,
                 image: image(Some(b"bytes")),
             },
-            Fabric::Ack { id: 2, code: code::CLUSTER_KEY_MISMATCH },
+            Fabric::Ack {
+                id: 2,
+                code: code::CLUSTER_KEY_MISMATCH,
+            },
             Fabric::Proxy {
                 id: 3,
                 timeout_ms: 1000,
@@ -432,8 +446,13 @@ mod tests {
             },
             Fabric::ProxyAnswer {
                 id: 3,
-                redirect: false,
+                redirect: None,
                 answer: b"answer",
+            },
+            Fabric::ProxyAnswer {
+                id: 3,
+                redirect: Some(0xA2),
+                answer: b"",
             },
             Fabric::Fetch {
                 id: 4,

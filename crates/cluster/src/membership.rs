@@ -37,7 +37,8 @@ impl Timing {
         let interval = interval_ms.max(1);
         let expiry = interval * timeout.max(3);
         let rtt = 2 * latency_max_ms;
-        let quantum = (4 * rtt).max((5000u64.max(2 * interval)).min(expiry + 2 * (interval + latency_max_ms)));
+        let quantum = (4 * rtt)
+            .max((5000u64.max(2 * interval)).min(expiry + 2 * (interval + latency_max_ms)));
         Timing {
             interval,
             expiry,
@@ -181,10 +182,9 @@ impl Membership {
 
     fn is_alive(&self, node: NodeId, now_ms: u64) -> bool {
         node == self.node()
-            || self
-                .peers
-                .get(&node)
-                .is_some_and(|peer| peer.compatible && now_ms < peer.last_heard_ms + self.timing.expiry)
+            || self.peers.get(&node).is_some_and(|peer| {
+                peer.compatible && now_ms < peer.last_heard_ms + self.timing.expiry
+            })
     }
 
     /// The pulse this node sends now.
@@ -240,7 +240,9 @@ impl Membership {
             .get(&from)
             .is_some_and(|peer| peer.pulse.boot_id != pulse.boot_id);
         let first_heard_ms = match self.peers.get(&from) {
-            Some(peer) if !restarted && now_ms < peer.last_heard_ms + self.timing.expiry => peer.first_heard_ms,
+            Some(peer) if !restarted && now_ms < peer.last_heard_ms + self.timing.expiry => {
+                peer.first_heard_ms
+            }
             _ => now_ms,
         };
         if restarted {
@@ -266,7 +268,10 @@ impl Membership {
             ));
         }
         if pulse.protocol != PROTOCOL {
-            return Some(format!("clustering protocol {} (ours {PROTOCOL})", pulse.protocol));
+            return Some(format!(
+                "clustering protocol {} (ours {PROTOCOL})",
+                pulse.protocol
+            ));
         }
         for ours in &self.identity.namespaces {
             match pulse.namespaces.iter().find(|ns| ns.name == ours.name) {
@@ -348,20 +353,29 @@ impl Membership {
         }
         let reason = match self.peers.get(&principal) {
             _ if !self.is_alive(principal, now_ms) => Some("principal node is gone".to_owned()),
-            Some(peer) if peer.pulse.cluster_key != self.key
-                && now_ms > self.committed_ms + 2 * self.timing.quantum =>
+            Some(peer)
+                if peer.pulse.cluster_key != self.key
+                    && now_ms > self.committed_ms + 2 * self.timing.quantum =>
             {
                 Some("principal moved to another cluster".to_owned())
             }
-            Some(peer) if peer.pulse.cluster_key == self.key && !peer.pulse.succession.contains(&self.node()) => {
+            Some(peer)
+                if peer.pulse.cluster_key == self.key
+                    && !peer.pulse.succession.contains(&self.node()) =>
+            {
                 Some("evicted by the principal".to_owned())
             }
-            Some(peer) if peer.pulse.is_orphan() && now_ms > self.committed_ms + self.timing.quantum => {
+            Some(peer)
+                if peer.pulse.is_orphan() && now_ms > self.committed_ms + self.timing.quantum =>
+            {
                 Some("principal became orphan".to_owned())
             }
             _ => None,
         }?;
-        log.push(format!("leaving cluster {:x}: {reason} ({principal:x})", self.key));
+        log.push(format!(
+            "leaving cluster {:x}: {reason} ({principal:x})",
+            self.key
+        ));
         self.become_orphan(now_ms);
         Some(Change::Orphaned)
     }
@@ -369,7 +383,9 @@ impl Membership {
     /// Right after a commit the principal repeats it, once an interval, to
     /// members whose pulses do not show it yet (a lost commit).
     fn resend_commit(&mut self, now_ms: u64, sends: &mut Vec<(NodeId, Message)>) {
-        let Some(commit) = &self.last_commit else { return };
+        let Some(commit) = &self.last_commit else {
+            return;
+        };
         if self.principal() != Some(self.node())
             || commit.key != self.key
             || now_ms > self.committed_ms + self.timing.quantum
@@ -423,7 +439,10 @@ impl Membership {
             let missing: Vec<(usize, NodeId)> = candidates
                 .iter()
                 .map(|&a| {
-                    let count = candidates.iter().filter(|&&b| b != a && !linked(a, b)).count();
+                    let count = candidates
+                        .iter()
+                        .filter(|&&b| b != a && !linked(a, b))
+                        .count();
                     (count, a)
                 })
                 .collect();
@@ -479,10 +498,9 @@ impl Membership {
             .alive(now_ms)
             .filter(|(_, peer)| {
                 peer.pulse.is_orphan()
-                    || peer
-                        .pulse
-                        .principal()
-                        .is_none_or(|principal| principal != me && !self.is_alive(principal, now_ms))
+                    || peer.pulse.principal().is_none_or(|principal| {
+                        principal != me && !self.is_alive(principal, now_ms)
+                    })
             })
             .map(|(&node, _)| node)
             .chain(std::iter::once(me))
@@ -522,7 +540,9 @@ impl Membership {
             .filter(|&node| node != me && self.is_alive(node, now_ms))
             .filter(|node| {
                 self.peers.get(node).is_some_and(|peer| {
-                    grace && (peer.pulse.cluster_key != self.key || peer.pulse.succession != self.succession)
+                    grace
+                        && (peer.pulse.cluster_key != self.key
+                            || peer.pulse.succession != self.succession)
                 })
             })
             .collect();
@@ -568,7 +588,10 @@ impl Membership {
         let expiry = self.timing.quantum * 3;
         self.join_requests.retain(|_, at| now_ms < *at + expiry);
         for &node in self.join_requests.keys() {
-            let orphan = self.peers.get(&node).is_some_and(|peer| peer.pulse.is_orphan());
+            let orphan = self
+                .peers
+                .get(&node)
+                .is_some_and(|peer| peer.pulse.is_orphan());
             if orphan && self.is_alive(node, now_ms) && !members.contains(&node) {
                 members.push(node);
             }
@@ -648,7 +671,13 @@ impl Membership {
         None
     }
 
-    fn apply_commit(&mut self, key: u64, succession: Vec<NodeId>, now_ms: u64, log: &mut Vec<String>) -> Change {
+    fn apply_commit(
+        &mut self,
+        key: u64,
+        succession: Vec<NodeId>,
+        now_ms: u64,
+        log: &mut Vec<String>,
+    ) -> Change {
         log.push(format!("applied new cluster key {key:x}"));
         log.push(format!("applied new succession list {}", list(&succession)));
         log.push(format!("applied cluster size {}", succession.len()));
@@ -659,7 +688,8 @@ impl Membership {
         self.cluster_generation += 1;
         self.integrity = true;
         self.proposal = None;
-        self.join_requests.retain(|node, _| !succession.contains(node));
+        self.join_requests
+            .retain(|node, _| !succession.contains(node));
         Change::Committed { key, succession }
     }
 
@@ -697,7 +727,11 @@ impl Membership {
                 }
                 None
             }
-            Message::Propose { id, key, succession } => {
+            Message::Propose {
+                id,
+                key,
+                succession,
+            } => {
                 // An orphan takes any proposal that includes it; a member
                 // only its own principal's. Never an older proposal.
                 let _ = key;
@@ -710,7 +744,13 @@ impl Membership {
                     self.promised = id;
                     self.proposal = None;
                 }
-                sends.push((from, Message::ProposeReply { id, accepted: acceptable }));
+                sends.push((
+                    from,
+                    Message::ProposeReply {
+                        id,
+                        accepted: acceptable,
+                    },
+                ));
                 None
             }
             Message::ProposeReply { id, accepted } => {
@@ -724,7 +764,11 @@ impl Membership {
                     return None;
                 }
                 proposal.accepted.insert(from);
-                if proposal.succession.iter().all(|node| proposal.accepted.contains(node)) {
+                if proposal
+                    .succession
+                    .iter()
+                    .all(|node| proposal.accepted.contains(node))
+                {
                     let proposal = self.proposal.take()?;
                     self.last_commit = Some(LastCommit {
                         id: proposal.id,
@@ -744,8 +788,13 @@ impl Membership {
                 }
                 None
             }
-            Message::Commit { id, key, succession } => {
-                if id != self.promised || id.proposer != from || !succession.contains(&self.node()) {
+            Message::Commit {
+                id,
+                key,
+                succession,
+            } => {
+                if id != self.promised || id.proposer != from || !succession.contains(&self.node())
+                {
                     return None;
                 }
                 if self.key == key {
@@ -778,5 +827,9 @@ impl Membership {
 
 /// Node ids in lower-case hex, space separated, as the logs print them.
 pub fn list(nodes: &[NodeId]) -> String {
-    nodes.iter().map(|node| format!("{node:x}")).collect::<Vec<_>>().join(" ")
+    nodes
+        .iter()
+        .map(|node| format!("{node:x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -88,13 +88,18 @@ pub enum Message {
     /// An orphan asks a principal (or the highest orphan) to take it in.
     JoinRequest,
     /// A principal tells its members to leave and join `principal`.
-    Move { principal: NodeId },
+    Move {
+        principal: NodeId,
+    },
     Propose {
         id: ProposalId,
         key: u64,
         succession: Vec<NodeId>,
     },
-    ProposeReply { id: ProposalId, accepted: bool },
+    ProposeReply {
+        id: ProposalId,
+        accepted: bool,
+    },
     Commit {
         id: ProposalId,
         key: u64,
@@ -111,8 +116,16 @@ pub enum Message {
         members: Vec<(NodeId, Vec<NamespaceVersions>)>,
     },
     /// Every replica of the partition is complete: drop your extra copy.
-    AllDone { key: u64, namespace: String, pid: u16 },
-    AllDoneAck { key: u64, namespace: String, pid: u16 },
+    AllDone {
+        key: u64,
+        namespace: String,
+        pid: u16,
+    },
+    AllDoneAck {
+        key: u64,
+        namespace: String,
+        pid: u16,
+    },
     /// Cluster-wide metadata items (truncation points and the like).
     Metadata {
         items: Vec<crate::metadata::Item>,
@@ -174,7 +187,9 @@ impl Envelope {
         let message = match kind {
             kind::PULSE => Message::Pulse(read_pulse(&mut r)?),
             kind::JOIN_REQUEST => Message::JoinRequest,
-            kind::MOVE => Message::Move { principal: r.u64()? },
+            kind::MOVE => Message::Move {
+                principal: r.u64()?,
+            },
             kind::PROPOSE => Message::Propose {
                 id: read_proposal_id(&mut r)?,
                 key: read_key(&mut r)?,
@@ -205,9 +220,17 @@ impl Envelope {
                     return Err(CodecError::Invalid("partition id"));
                 }
                 if kind == kind::ALL_DONE {
-                    Message::AllDone { key, namespace, pid }
+                    Message::AllDone {
+                        key,
+                        namespace,
+                        pid,
+                    }
                 } else {
-                    Message::AllDoneAck { key, namespace, pid }
+                    Message::AllDoneAck {
+                        key,
+                        namespace,
+                        pid,
+                    }
                 }
             }
             kind::METADATA => Message::Metadata {
@@ -226,7 +249,16 @@ fn encode_message(w: &mut Writer<'_>, message: &Message) {
         Message::Pulse(pulse) => write_pulse(w, pulse),
         Message::JoinRequest => {}
         Message::Move { principal } => w.u64(*principal),
-        Message::Propose { id, key, succession } | Message::Commit { id, key, succession } => {
+        Message::Propose {
+            id,
+            key,
+            succession,
+        }
+        | Message::Commit {
+            id,
+            key,
+            succession,
+        } => {
             write_proposal_id(w, id);
             w.u64(*key);
             w.list(succession, |w, node| w.u64(*node));
@@ -246,7 +278,16 @@ fn encode_message(w: &mut Writer<'_>, message: &Message) {
                 w.list(namespaces, write_namespace_versions);
             });
         }
-        Message::AllDone { key, namespace, pid } | Message::AllDoneAck { key, namespace, pid } => {
+        Message::AllDone {
+            key,
+            namespace,
+            pid,
+        }
+        | Message::AllDoneAck {
+            key,
+            namespace,
+            pid,
+        } => {
             w.u64(*key);
             w.str(namespace);
             w.u16(*pid);

@@ -79,12 +79,18 @@ impl Metadata {
     }
 
     /// A new local version of (module, key).
-    pub fn set(&mut self, module: &str, key: &str, value: &str, deleted: bool, now_ms: u64) -> Item {
+    pub fn set(
+        &mut self,
+        module: &str,
+        key: &str,
+        value: &str,
+        deleted: bool,
+        now_ms: u64,
+    ) -> Item {
         let slot = (module.to_owned(), key.to_owned());
-        let (generation, floor) = self
-            .items
-            .get(&slot)
-            .map_or((1, 0), |held| (held.generation.wrapping_add(1), held.timestamp_ms + 1));
+        let (generation, floor) = self.items.get(&slot).map_or((1, 0), |held| {
+            (held.generation.wrapping_add(1), held.timestamp_ms + 1)
+        });
         let item = Item {
             module: module.to_owned(),
             key: key.to_owned(),
@@ -120,10 +126,16 @@ mod tests {
         let mut b = Metadata::default();
         assert!(b.merge(second.clone()));
         assert!(!b.merge(first.clone()));
-        assert_eq!(b.get("truncate", "test").map(|i| i.value.as_str()), Some("200"));
+        assert_eq!(
+            b.get("truncate", "test").map(|i| i.value.as_str()),
+            Some("200")
+        );
         let mut c = Metadata::default();
         assert!(c.merge(first));
         assert!(c.merge(second));
-        assert_eq!(c.get("truncate", "test").map(|i| i.value.as_str()), Some("200"));
+        assert_eq!(
+            c.get("truncate", "test").map(|i| i.value.as_str()),
+            Some("200")
+        );
     }
 }

@@ -74,7 +74,10 @@ pub enum Action {
     /// Start sending a partition.
     Emigrate(Emigration),
     /// Delete this node's copy of a partition (namespace index, pid).
-    Drop { namespace: usize, pid: u16 },
+    Drop {
+        namespace: usize,
+        pid: u16,
+    },
     /// A cluster-wide metadata item changed: apply (and persist) it.
     Metadata(Item),
     Log(Level, String),
@@ -143,6 +146,8 @@ pub struct Status {
     pub last_rebalance_ms: u64,
     pub orphan_blocked: bool,
     pub namespaces: Vec<NamespaceStatus>,
+    /// A few partitions with migrations left, described (diagnostics).
+    pub pending_sample: Vec<String>,
 }
 
 struct Exchange {
@@ -219,7 +224,12 @@ impl ClusterNode {
             .iter()
             .zip(versions)
             .map(|(ns, versions)| {
-                NamespaceState::new(ns.name.clone(), ns.replication_factor, ns.conflict_policy, versions)
+                NamespaceState::new(
+                    ns.name.clone(),
+                    ns.replication_factor,
+                    ns.conflict_policy,
+                    versions,
+                )
             })
             .collect();
         ClusterNode {
@@ -336,14 +346,23 @@ impl ClusterNode {
                     self.log(Level::Warn, line);
                 }
                 for endpoint in self.membership.connected.clone() {
-                    if !before.contains(&endpoint) && endpoint != self.membership.identity.heartbeat {
+                    if !before.contains(&endpoint) && endpoint != self.membership.identity.heartbeat
+                    {
                         self.actions.push(Action::Connect(endpoint));
                     }
                 }
             }
-            Message::ExchangeData { key, namespaces } => self.on_exchange_data(from, key, namespaces),
-            Message::ExchangeCommit { key, members } => self.on_exchange_commit(from, key, members, now_ms),
-            Message::AllDone { key, namespace, pid } => {
+            Message::ExchangeData { key, namespaces } => {
+                self.on_exchange_data(from, key, namespaces)
+            }
+            Message::ExchangeCommit { key, members } => {
+                self.on_exchange_commit(from, key, members, now_ms)
+            }
+            Message::AllDone {
+                key,
+                namespace,
+                pid,
+            } => {
                 if key != self.plan_key || key == 0 {
                     return;
                 }
@@ -354,10 +373,21 @@ impl ClusterNode {
                 let ack = self.namespaces[index].all_done(index, usize::from(pid), &mut effects);
                 self.apply_effects(effects);
                 if ack {
-                    self.send(from, Message::AllDoneAck { key, namespace, pid });
+                    self.send(
+                        from,
+                        Message::AllDoneAck {
+                            key,
+                            namespace,
+                            pid,
+                        },
+                    );
                 }
             }
-            Message::AllDoneAck { key, namespace, pid } => {
+            Message::AllDoneAck {
+                key,
+                namespace,
+                pid,
+            } => {
                 if key != self.plan_key {
                     return;
                 }
@@ -409,7 +439,15 @@ impl ClusterNode {
                 };
                 let members = self.plan_members.clone();
                 if let Some(ns) = self.namespaces.get_mut(namespace) {
-                    ns.immigration_done(namespace, usize::from(pid), from, &members, me, now_ms, &mut effects);
+                    ns.immigration_done(
+                        namespace,
+                        usize::from(pid),
+                        from,
+                        &members,
+                        me,
+                        now_ms,
+                        &mut effects,
+                    );
                 }
             }
             DataEvent::EmigrationDone {
@@ -430,7 +468,14 @@ impl ClusterNode {
     }
 
     /// Sets a cluster-wide metadata item here and sends it to every member.
-    pub fn set_metadata(&mut self, module: &str, key: &str, value: &str, deleted: bool, clock_ms: u64) {
+    pub fn set_metadata(
+        &mut self,
+        module: &str,
+        key: &str,
+        value: &str,
+        deleted: bool,
+        clock_ms: u64,
+    ) {
         let item = self.metadata.set(module, key, value, deleted, clock_ms);
         self.actions.push(Action::Metadata(item.clone()));
         for member in self.membership.succession.clone() {
@@ -499,7 +544,13 @@ impl ClusterNode {
                     self.try_commit_exchange(now_ms);
                 } else {
                     self.exchange = Some(exchange);
-                    self.send(principal, Message::ExchangeData { key, namespaces: mine });
+                    self.send(
+                        principal,
+                        Message::ExchangeData {
+                            key,
+                            namespaces: mine,
+                        },
+                    );
                 }
             }
         }
@@ -518,7 +569,9 @@ impl ClusterNode {
 
     fn exchange_retransmit(&mut self, now_ms: u64) {
         let interval = self.membership.timing.interval;
-        let Some(exchange) = &mut self.exchange else { return };
+        let Some(exchange) = &mut self.exchange else {
+            return;
+        };
         if exchange.applied || now_ms < exchange.last_sent_ms + interval {
             return;
         }
@@ -536,8 +589,13 @@ impl ClusterNode {
 
     fn on_exchange_data(&mut self, from: NodeId, key: u64, namespaces: Vec<NamespaceVersions>) {
         let me = self.node();
-        let Some(exchange) = &mut self.exchange else { return };
-        if exchange.key != key || exchange.succession[0] != me || !exchange.succession.contains(&from) {
+        let Some(exchange) = &mut self.exchange else {
+            return;
+        };
+        if exchange.key != key
+            || exchange.succession[0] != me
+            || !exchange.succession.contains(&from)
+        {
             return;
         }
         if let Some(commit) = &exchange.commit {
@@ -556,7 +614,9 @@ impl ClusterNode {
 
     /// (Principal) once every member's versions are in, commits them all.
     fn try_commit_exchange(&mut self, now_ms: u64) {
-        let Some(exchange) = &mut self.exchange else { return };
+        let Some(exchange) = &mut self.exchange else {
+            return;
+        };
         if exchange.commit.is_some()
             || !exchange
                 .succession
@@ -568,7 +628,12 @@ impl ClusterNode {
         let members: Vec<(NodeId, Vec<NamespaceVersions>)> = exchange
             .succession
             .iter()
-            .map(|node| (*node, exchange.received.get(node).cloned().unwrap_or_default()))
+            .map(|node| {
+                (
+                    *node,
+                    exchange.received.get(node).cloned().unwrap_or_default(),
+                )
+            })
             .collect();
         exchange.commit = Some(members.clone());
         let key = exchange.key;
@@ -598,14 +663,19 @@ impl ClusterNode {
         members: Vec<(NodeId, Vec<NamespaceVersions>)>,
         now_ms: u64,
     ) {
-        let Some(exchange) = &self.exchange else { return };
+        let Some(exchange) = &self.exchange else {
+            return;
+        };
         if exchange.key != key || exchange.applied || exchange.succession[0] != from {
             return;
         }
         let succession = exchange.succession.clone();
         let listed: Vec<NodeId> = members.iter().map(|(node, _)| *node).collect();
         if listed != succession {
-            self.log(Level::Warn, format!("exchange commit for {key:x} lists other members; ignored"));
+            self.log(
+                Level::Warn,
+                format!("exchange commit for {key:x} lists other members; ignored"),
+            );
             return;
         }
         // Every member must hold every namespace with the same RF.
@@ -613,7 +683,10 @@ impl ClusterNode {
         for (node, namespaces) in &members {
             for (index, ns) in self.namespaces.iter().enumerate() {
                 match namespaces.iter().find(|theirs| theirs.name == ns.name) {
-                    Some(theirs) if usize::from(theirs.replication_factor) == ns.replication_factor.min(255) => {
+                    Some(theirs)
+                        if usize::from(theirs.replication_factor)
+                            == ns.replication_factor.min(255) =>
+                    {
                         per_namespace[index].push(theirs.versions.clone());
                     }
                     _ => {
@@ -633,7 +706,13 @@ impl ClusterNode {
         self.rebalance(key, succession, per_namespace, now_ms);
     }
 
-    fn rebalance(&mut self, key: u64, succession: Vec<NodeId>, versions: Vec<Vec<Vec<Version>>>, now_ms: u64) {
+    fn rebalance(
+        &mut self,
+        key: u64,
+        succession: Vec<NodeId>,
+        versions: Vec<Vec<Vec<Version>>>,
+        now_ms: u64,
+    ) {
         let previous = std::mem::replace(&mut self.plan_members, succession.clone());
         self.plan_key = key;
         self.plan_fabric = succession
@@ -661,8 +740,16 @@ impl ClusterNode {
         self.rebalance_generation += 1;
         self.last_rebalance_ms = now_ms;
         self.blocked = false;
-        let joined: Vec<NodeId> = succession.iter().copied().filter(|n| !previous.contains(n)).collect();
-        let left: Vec<NodeId> = previous.iter().copied().filter(|n| !succession.contains(n)).collect();
+        let joined: Vec<NodeId> = succession
+            .iter()
+            .copied()
+            .filter(|n| !previous.contains(n))
+            .collect();
+        let left: Vec<NodeId> = previous
+            .iter()
+            .copied()
+            .filter(|n| !succession.contains(n))
+            .collect();
         self.log(
             Level::Info,
             format!("data exchange completed with cluster key {key:x}"),
@@ -747,7 +834,10 @@ impl ClusterNode {
             .is_some_and(|since| now_ms >= since + self.membership.timing.orphan_block)
             && self.plan_key != 0;
         if blocked && !self.blocked {
-            self.log(Level::Warn, "blocking client transactions in orphan state!".to_owned());
+            self.log(
+                Level::Warn,
+                "blocking client transactions in orphan state!".to_owned(),
+            );
             self.blocked = true;
             self.routing_dirty = true;
             self.urgent = true;
@@ -805,15 +895,22 @@ impl ClusterNode {
     pub fn status(&self, now_ms: u64) -> Status {
         let me = self.me();
         let membership = &self.membership;
-        let namespaces: Vec<NamespaceStatus> =
-            self.namespaces.iter().map(|ns| namespace_status(ns, me)).collect();
+        let namespaces: Vec<NamespaceStatus> = self
+            .namespaces
+            .iter()
+            .map(|ns| namespace_status(ns, me))
+            .collect();
         let remaining = namespaces
             .iter()
             .map(|ns| ns.tx_remaining + ns.rx_remaining)
             .sum();
         Status {
             node: self.node(),
-            cluster_size: if self.blocked { 0 } else { membership.succession.len() },
+            cluster_size: if self.blocked {
+                0
+            } else {
+                membership.succession.len()
+            },
             cluster_key: membership.key,
             cluster_generation: membership.cluster_generation,
             principal: membership.principal().unwrap_or(0),
@@ -831,7 +928,41 @@ impl ClusterNode {
             last_rebalance_ms: self.last_rebalance_ms,
             orphan_blocked: self.blocked,
             namespaces,
+            pending_sample: self.pending_sample(20),
         }
+    }
+
+    /// Up to `limit` partitions with work left, described.
+    pub fn pending_sample(&self, limit: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for ns in &self.namespaces {
+            for (pid, local) in ns.local.iter().enumerate() {
+                if out.len() >= limit {
+                    return out;
+                }
+                let busy = !local.sources.is_empty()
+                    || local.fill_from.is_some()
+                    || !local.emigrating.is_empty()
+                    || !local.signals.is_empty()
+                    || local.awaiting_all_done
+                    || !local.fills_pending.is_empty();
+                if busy {
+                    out.push(format!(
+                        "{}:{pid} version {} master {} sources {:?} fill_from {:?} emigrating {:?} fills {:?} signals {:?} awaiting {}",
+                        ns.name,
+                        ns.versions[pid],
+                        local.master,
+                        local.sources,
+                        local.fill_from,
+                        local.emigrating,
+                        local.fills_pending,
+                        local.signals,
+                        local.awaiting_all_done
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// This node's version of every partition of namespace `index`.

@@ -148,7 +148,9 @@ impl NamespaceState {
                 }
             } else if me == part.working_master {
                 emigrate(final_master, EmigrationKind::Handoff, effects);
-                local.emigrating.push((final_master, EmigrationKind::Handoff));
+                local
+                    .emigrating
+                    .push((final_master, EmigrationKind::Handoff));
                 self.counts.tx_initial += 1;
             }
             if me != final_master && part.duplicates.contains(&me) {
@@ -370,10 +372,17 @@ impl NamespaceState {
                 final_master: part.final_master(),
                 ..Route::default()
             };
-            let holders = part.order.iter().take(n).chain(std::iter::once(&local.master));
+            let holders = part
+                .order
+                .iter()
+                .take(n)
+                .chain(std::iter::once(&local.master));
             for &member in holders {
                 let listed = route.destinations().contains(&member);
-                if member != me && !listed && usize::from(route.destination_count) < routing::DESTINATIONS_MAX {
+                if member != me
+                    && !listed
+                    && usize::from(route.destination_count) < routing::DESTINATIONS_MAX
+                {
                     route.destinations[usize::from(route.destination_count)] = member;
                     route.destination_count += 1;
                 }
@@ -390,7 +399,11 @@ impl NamespaceState {
                 for member in pending {
                     route.duplicates |= 1u64 << member;
                 }
-                if local.emigrating.iter().any(|&(_, kind)| kind == EmigrationKind::Handoff) {
+                if local
+                    .emigrating
+                    .iter()
+                    .any(|&(_, kind)| kind == EmigrationKind::Handoff)
+                {
                     route.flags |= flag::GATED;
                 }
             } else if position.is_some_and(|p| p > 0) && complete {
@@ -458,7 +471,12 @@ fn start_signals(
     if !needs_migration(part) {
         return;
     }
-    local.signals = part.extra_holders.iter().copied().filter(|&m| m != me).collect();
+    local.signals = part
+        .extra_holders
+        .iter()
+        .copied()
+        .filter(|&m| m != me)
+        .collect();
     local.signal_sent_ms = now_ms;
     for &to in &local.signals {
         effects.signals.push((to, index, pid as u16));

@@ -113,7 +113,10 @@ pub fn plan_namespace(
     let partitions = (0..PARTITION_COUNT)
         .map(|pid| {
             let order = orders.order(pid as u16);
-            let copies: Vec<Version> = order.iter().map(|&m| versions[usize::from(m)][pid]).collect();
+            let copies: Vec<Version> = order
+                .iter()
+                .map(|&m| versions[usize::from(m)][pid])
+                .collect();
             plan_partition(order, &copies, n_replicas)
         })
         .collect();
@@ -259,14 +262,24 @@ mod tests {
         assert!(plan.fresh);
         assert_eq!(plan.working_master, 0);
         assert!(plan.duplicates.is_empty() && plan.fills.is_empty());
-        assert_eq!(version_after(&plan, 2, K2, 0, Version::NULL), Version::full(K2).with_master(true));
-        assert_eq!(version_after(&plan, 2, K2, 1, Version::NULL), Version::full(K2));
+        assert_eq!(
+            version_after(&plan, 2, K2, 0, Version::NULL),
+            Version::full(K2).with_master(true)
+        );
+        assert_eq!(
+            version_after(&plan, 2, K2, 1, Version::NULL),
+            Version::full(K2)
+        );
         assert_eq!(version_after(&plan, 2, K2, 2, Version::NULL), Version::NULL);
     }
 
     #[test]
     fn steady_state_moves_nothing() {
-        let copies = [Version::full(K1).with_master(true), Version::full(K1), Version::NULL];
+        let copies = [
+            Version::full(K1).with_master(true),
+            Version::full(K1),
+            Version::NULL,
+        ];
         let plan = plan_partition(&order(3), &copies, 2);
         assert_eq!(plan.working_master, 0);
         assert!(plan.duplicates.is_empty());
@@ -282,22 +295,35 @@ mod tests {
         let plan = plan_partition(&order(2), &copies, 2);
         assert_eq!(plan.working_master, 0);
         assert_eq!(plan.fills, vec![1]);
-        assert_eq!(version_after(&plan, 2, K2, 0, copies[0]), Version::full(K2).with_master(true));
-        assert_eq!(version_after(&plan, 2, K2, 1, copies[1]), Version::partial(K2));
+        assert_eq!(
+            version_after(&plan, 2, K2, 0, copies[0]),
+            Version::full(K2).with_master(true)
+        );
+        assert_eq!(
+            version_after(&plan, 2, K2, 1, copies[1]),
+            Version::partial(K2)
+        );
     }
 
     #[test]
     fn newcomer_final_master_immigrates_from_acting_master() {
         // A new node (nothing) sorts first; the old master second; the old
         // prole drops out of the replicas.
-        let copies = [Version::NULL, Version::full(K1).with_master(true), Version::full(K1)];
+        let copies = [
+            Version::NULL,
+            Version::full(K1).with_master(true),
+            Version::full(K1),
+        ];
         let plan = plan_partition(&order(3), &copies, 2);
         assert_eq!(plan.working_master, 1);
         assert!(plan.duplicates.is_empty());
         assert_eq!(plan.final_master_sources(), vec![1]);
         assert!(plan.fills.is_empty());
         assert_eq!(plan.extra_holders, vec![2]);
-        assert_eq!(version_after(&plan, 2, K2, 0, copies[0]), Version::partial(K2));
+        assert_eq!(
+            version_after(&plan, 2, K2, 0, copies[0]),
+            Version::partial(K2)
+        );
         // The old prole keeps its old version: it gets no more writes.
         assert_eq!(version_after(&plan, 2, K2, 2, copies[2]), copies[2]);
     }
@@ -312,7 +338,10 @@ mod tests {
 
     #[test]
     fn split_brain_copies_are_merged_and_every_prole_refilled() {
-        let copies = [Version::full(K1).with_master(true), Version::full(K2).with_master(true)];
+        let copies = [
+            Version::full(K1).with_master(true),
+            Version::full(K2).with_master(true),
+        ];
         let plan = plan_partition(&order(2), &copies, 2);
         assert_eq!(plan.working_master, 0);
         assert_eq!(plan.duplicates, vec![1]);

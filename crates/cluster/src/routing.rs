@@ -184,7 +184,10 @@ impl Routing {
     }
 
     pub fn member_index(&self, node: NodeId) -> Option<u8> {
-        self.members.iter().position(|&m| m == node).map(|i| i as u8)
+        self.members
+            .iter()
+            .position(|&m| m == node)
+            .map(|i| i as u8)
     }
 
     pub fn namespace(&self, name: &str) -> Option<&NamespaceRouting> {
@@ -237,7 +240,8 @@ impl Gates {
     pub fn open_all(&self) {
         for gates in &self.namespaces {
             for gate in gates.iter() {
-                gate.closed.store(false, std::sync::atomic::Ordering::SeqCst);
+                gate.closed
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
             }
         }
     }

@@ -111,6 +111,7 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "user-agent-set" => "ok".to_owned(),
         "user-agents" => String::new(),
         "cluster-stable" => cluster::info::cluster_stable(node, command),
+        "migrations-pending" => node.cluster.status().pending_sample.join(" | "),
         "recluster" => {
             if node.cluster.status().principal == node.node_id {
                 node.cluster.send(cluster::Event::Recluster);
@@ -126,13 +127,13 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             .and_then(|name| node.store.namespace(name.as_bytes()))
         {
             Some(namespace) => {
-            let mut text = String::new();
-            if let Some((index, _)) = node.store.namespace_index(namespace.name().as_bytes()) {
-                cluster::info::namespace(node, index, &mut text);
+                let mut text = String::new();
+                if let Some((index, _)) = node.store.namespace_index(namespace.name().as_bytes()) {
+                    cluster::info::namespace(node, index, &mut text);
+                }
+                text.push_str(&namespace_info(namespace));
+                text
             }
-            text.push_str(&namespace_info(namespace));
-            text
-        }
             None => "type=unknown".to_owned(),
         },
         "sets" => sets(node, command),

@@ -47,7 +47,8 @@ pub fn run(config: Config) -> Result<(), String> {
     if let Some(port) = config.info_port {
         listeners.push(bind(SocketAddr::new(config.service_address, port))?);
     }
-    let fabric_listener = bind(node.cluster.fabric_bind).map_err(|error| format!("fabric: {error}"))?;
+    let fabric_listener =
+        bind(node.cluster.fabric_bind).map_err(|error| format!("fabric: {error}"))?;
     let heartbeat_listener = cluster::heartbeat::bind(&node)?;
     if let Some(path) = &config.pidfile {
         std::fs::write(path, format!("{}\n", std::process::id()))
@@ -79,7 +80,13 @@ pub fn run(config: Config) -> Result<(), String> {
         }
     }
 
-    runtime.block_on(accept(node.clone(), listeners, fabric_listener, loops, signals))?;
+    runtime.block_on(accept(
+        node.clone(),
+        listeners,
+        fabric_listener,
+        loops,
+        signals,
+    ))?;
     tracing::info!("shutting down");
     for threads in storage {
         // Writes and syncs everything appended so far.
@@ -149,9 +156,11 @@ async fn accept(
     {
         // Fabric connections from other nodes, dealt to the event loops
         // like clients (they serve replica writes and proxies).
-        let address = fabric_listener.local_addr().map_err(|error| error.to_string())?;
-        let listener =
-            tokio::net::TcpListener::from_std(fabric_listener).map_err(|error| error.to_string())?;
+        let address = fabric_listener
+            .local_addr()
+            .map_err(|error| error.to_string())?;
+        let listener = tokio::net::TcpListener::from_std(fabric_listener)
+            .map_err(|error| error.to_string())?;
         tracing::info!(%address, "listening (fabric)");
         let loops = loops.clone();
         tokio::spawn(async move {
@@ -159,7 +168,9 @@ async fn accept(
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
-                        let Ok(stream) = stream.into_std() else { continue };
+                        let Ok(stream) = stream.into_std() else {
+                            continue;
+                        };
                         if let Some(sender) = loops.get(next % loops.len()) {
                             let _ = sender.send(Incoming::Fabric(stream));
                         }

@@ -6,8 +6,8 @@ use crate::cluster::ClusterService;
 use crate::config::Config;
 use bolide_store::Store;
 use bolide_transaction::RemoteRunner;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The protocol version the node reports in `build`. Clients switch

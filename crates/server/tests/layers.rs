@@ -12,7 +12,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("cluster", &["bolide-types"]),
     (
         "transaction",
-        &["bolide-types", "bolide-wire", "bolide-store", "bolide-cluster"],
+        &[
+            "bolide-types",
+            "bolide-wire",
+            "bolide-store",
+            "bolide-cluster",
+        ],
     ),
     (
         "server",

@@ -69,6 +69,8 @@ fn main() -> ExitCode {
 }
 
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST] [--faults N] [--verbose]");
+    eprintln!(
+        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST] [--faults N] [--verbose]"
+    );
     ExitCode::from(2)
 }

@@ -2,7 +2,9 @@
 
 use bolide_cluster::codec;
 use bolide_cluster::conflict::{self, Stamp};
-use bolide_cluster::node::{empty_versions, Action, ClusterNode, Config, DataEvent, Entropy, NamespaceConfig};
+use bolide_cluster::node::{
+    empty_versions, Action, ClusterNode, Config, DataEvent, Entropy, NamespaceConfig,
+};
 use bolide_cluster::partitions::{Emigration, EmigrationKind};
 use bolide_cluster::routing::{ConflictPolicy, Routing, BITMAP_BYTES};
 use bolide_cluster::{Endpoint, Envelope, NodeId, Version};
@@ -68,7 +70,11 @@ pub struct Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "seed {} FAILED at {} ms: {}", self.seed, self.at_ms, self.message)?;
+        writeln!(
+            f,
+            "seed {} FAILED at {} ms: {}",
+            self.seed, self.at_ms, self.message
+        )?;
         writeln!(f, "--- last {} trace lines ---", self.trace.len())?;
         for line in &self.trace {
             writeln!(f, "{line}")?;
@@ -126,6 +132,9 @@ struct Op {
     entry: usize,
     deadline: u64,
     result: Option<OpResult>,
+    /// Redirects followed in a row.
+    hops: u32,
+    issued: u64,
 }
 
 /// A write applied at a master, waiting for its copies' acknowledgements.
@@ -156,7 +165,10 @@ struct DupRes {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Stage {
     Starting,
-    Sending { records: Vec<(u32, Rec)>, next: usize },
+    Sending {
+        records: Vec<(u32, Rec)>,
+        next: usize,
+    },
     /// Waiting for writes under way to finish before DONE (handoff).
     Draining,
     Done,
@@ -172,18 +184,65 @@ struct Emig {
 #[derive(Clone, Debug)]
 enum Msg {
     Cluster(Vec<u8>),
-    Proxy { op: u64 },
-    ProxyReply { op: u64, result: Option<OpResult> },
-    ReplicaWrite { op: u64, pid: usize, key: u32, rec: Rec, cluster_key: u64 },
-    ReplicaAck { op: u64, ok: bool, cluster_key: u64 },
-    DupReq { op: u64, pid: usize, key: u32 },
-    DupReply { op: u64, rec: Option<Rec> },
-    MigStart { pid: u16, key: u64 },
-    MigStartReply { pid: u16, key: u64, ok: bool },
-    MigRecords { pid: u16, key: u64, seq: usize, records: Vec<(u32, Rec)> },
-    MigAck { pid: u16, key: u64, seq: usize },
-    MigDone { pid: u16, key: u64 },
-    MigDoneAck { pid: u16, key: u64 },
+    Proxy {
+        op: u64,
+    },
+    /// `result` None: not served there; `redirect` names who serves it as
+    /// that node sees it.
+    ProxyReply {
+        op: u64,
+        result: Option<OpResult>,
+        redirect: Option<usize>,
+    },
+    ReplicaWrite {
+        op: u64,
+        pid: usize,
+        key: u32,
+        rec: Rec,
+        cluster_key: u64,
+    },
+    ReplicaAck {
+        op: u64,
+        ok: bool,
+        cluster_key: u64,
+    },
+    DupReq {
+        op: u64,
+        pid: usize,
+        key: u32,
+    },
+    DupReply {
+        op: u64,
+        rec: Option<Rec>,
+    },
+    MigStart {
+        pid: u16,
+        key: u64,
+    },
+    MigStartReply {
+        pid: u16,
+        key: u64,
+        ok: bool,
+    },
+    MigRecords {
+        pid: u16,
+        key: u64,
+        seq: usize,
+        records: Vec<(u32, Rec)>,
+    },
+    MigAck {
+        pid: u16,
+        key: u64,
+        seq: usize,
+    },
+    MigDone {
+        pid: u16,
+        key: u64,
+    },
+    MigDoneAck {
+        pid: u16,
+        key: u64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -271,6 +330,9 @@ struct World {
     events: u64,
     acknowledged: u64,
     timeouts: u64,
+    /// Ops issued after this time that timed out.
+    late_timeouts_since: u64,
+    late_timeouts: u64,
     reads: u64,
     migrations: u64,
     failover_ms_max: u64,
@@ -341,14 +403,20 @@ impl World {
             events: 0,
             acknowledged: 0,
             timeouts: 0,
+            late_timeouts_since: u64::MAX,
+            late_timeouts: 0,
             reads: 0,
             migrations: 0,
             failover_ms_max: 0,
             faults: Vec::new(),
             failure: None,
             conflict_policy: ConflictPolicy::Generation,
-            watch_key: std::env::var("SIM_WATCH_KEY").ok().and_then(|k| k.parse().ok()),
-            watched_pid: std::env::var("SIM_WATCH_PID").ok().and_then(|k| k.parse().ok()),
+            watch_key: std::env::var("SIM_WATCH_KEY")
+                .ok()
+                .and_then(|k| k.parse().ok()),
+            watched_pid: std::env::var("SIM_WATCH_PID")
+                .ok()
+                .and_then(|k| k.parse().ok()),
         };
         if world.rng.random_bool(0.3) {
             world.conflict_policy = ConflictPolicy::LastUpdateTime;
@@ -438,8 +506,16 @@ impl World {
                 versions[pid] = Version::full(restart_key);
             }
         }
-        let entropy = Box::new(SeededEntropy(Xoshiro256PlusPlus::seed_from_u64(self.rng.random())));
-        let cluster = ClusterNode::new(config.clone(), vec![versions], Vec::new(), entropy, self.now);
+        let entropy = Box::new(SeededEntropy(Xoshiro256PlusPlus::seed_from_u64(
+            self.rng.random(),
+        )));
+        let cluster = ClusterNode::new(
+            config.clone(),
+            vec![versions],
+            Vec::new(),
+            entropy,
+            self.now,
+        );
         let routing = Arc::new(Routing::unformed(
             config.node,
             &[("test".into(), 2, self.conflict_policy)],
@@ -467,7 +543,11 @@ impl World {
         self.log(format!(
             "node {index} ({:x}) starts{}",
             config.node,
-            if persistent { " with its data" } else { " empty" }
+            if persistent {
+                " with its data"
+            } else {
+                " empty"
+            }
         ));
         let jitter = self.rng.random_range(0..TICK_MS);
         self.schedule(jitter, Event::Tick(index));
@@ -504,6 +584,17 @@ impl World {
             }
             self.run_for(500);
         }
+        // A settled cluster serves every request in time: a last stretch of
+        // load without faults must see no timeout.
+        self.late_timeouts_since = self.now;
+        self.run_for(3000);
+        let settled_timeouts = self.late_timeouts;
+        if settled_timeouts > 0 {
+            self.fail(format!(
+                "{settled_timeouts} requests timed out in a settled cluster"
+            ));
+            return;
+        }
         self.load = false;
         self.run_for(OP_DEADLINE_MS + 500);
         if !self.converge("end of load") {
@@ -514,7 +605,9 @@ impl World {
 
     /// One fault, held for a while under load, then healed.
     fn fault(&mut self) {
-        let up: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].up).collect();
+        let up: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .collect();
         let choice = self.rng.random_range(0..100u32);
         let victim = up[self.rng.random_range(0..up.len())];
         let hold: u64 = self.rng.random_range(500..6000);
@@ -587,7 +680,10 @@ impl World {
     fn resume(&mut self, index: usize) {
         self.nodes[index].paused = false;
         let held = std::mem::take(&mut self.nodes[index].held);
-        self.log(format!("node {index} resumes with {} held messages", held.len()));
+        self.log(format!(
+            "node {index} resumes with {} held messages",
+            held.len()
+        ));
         for (from, msg) in held {
             self.handle_message(from, index, msg);
         }
@@ -595,7 +691,12 @@ impl World {
 
     /// Runs until the nodes `others` share a settled map without `victim`;
     /// returns when, or None (no failover within `limit_ms`).
-    fn run_until_settled_without(&mut self, victim: usize, others: &[usize], limit_ms: u64) -> Option<u64> {
+    fn run_until_settled_without(
+        &mut self,
+        victim: usize,
+        others: &[usize],
+        limit_ms: u64,
+    ) -> Option<u64> {
         let until = self.now + limit_ms;
         let victim_id = self.nodes[victim].id;
         while self.now < until && self.failure.is_none() {
@@ -617,7 +718,9 @@ impl World {
             if next.at > until || self.failure.is_some() {
                 break;
             }
-            let Some(Reverse(next)) = self.queue.pop() else { break };
+            let Some(Reverse(next)) = self.queue.pop() else {
+                break;
+            };
             self.now = next.at;
             self.events += 1;
             self.dispatch(next.event);
@@ -643,7 +746,10 @@ impl World {
             }
         }
         let detail = self.convergence_report();
-        self.fail(format!("no convergence within {} s after {after}: {detail}", CONVERGE_LIMIT_MS / 1000));
+        self.fail(format!(
+            "no convergence within {} s after {after}: {detail}",
+            CONVERGE_LIMIT_MS / 1000
+        ));
         false
     }
 
@@ -653,7 +759,9 @@ impl World {
 
     fn converged(&self) -> bool {
         let live: Vec<&SimNode> = self.live().collect();
-        let Some(first) = live.first() else { return false };
+        let Some(first) = live.first() else {
+            return false;
+        };
         let key = first.routing.key;
         let members: BTreeSet<NodeId> = live.iter().map(|n| n.id).collect();
         for node in &live {
@@ -715,7 +823,11 @@ impl World {
                 node.routing.key,
                 status.cluster_size,
                 status.migrate_partitions_remaining,
-                status.namespaces.iter().map(|ns| ns.signals_remaining).sum::<u64>(),
+                status
+                    .namespaces
+                    .iter()
+                    .map(|ns| ns.signals_remaining)
+                    .sum::<u64>(),
                 node.routing.members,
                 if node.paused { " (paused)" } else { "" }
             ));
@@ -859,11 +971,17 @@ impl World {
                         self.nodes[to].cluster.receive(envelope, now);
                         self.drain_actions(to);
                     }
-                    _ => self.fail(format!("node {to} could not decode a frame from node {from}")),
+                    _ => self.fail(format!(
+                        "node {to} could not decode a frame from node {from}"
+                    )),
                 }
             }
             Msg::Proxy { op } => self.proxy_request(from, to, op),
-            Msg::ProxyReply { op, result } => self.proxy_reply(to, op, result),
+            Msg::ProxyReply {
+                op,
+                result,
+                redirect,
+            } => self.proxy_reply(to, op, result, redirect),
             Msg::ReplicaWrite {
                 op,
                 pid,
@@ -884,12 +1002,26 @@ impl World {
                 if self.watching(key) {
                     self.log(format!("WATCH op {op} replica write at node {to} from {from}: ok {ok} applied {applied} {rec:?}"));
                 }
-                self.send(to, from, Msg::ReplicaAck { op, ok, cluster_key });
+                self.send(
+                    to,
+                    from,
+                    Msg::ReplicaAck {
+                        op,
+                        ok,
+                        cluster_key,
+                    },
+                );
             }
-            Msg::ReplicaAck { op, ok, cluster_key } => {
+            Msg::ReplicaAck {
+                op,
+                ok,
+                cluster_key,
+            } => {
                 let sender = self.nodes[from].id;
                 let node = &mut self.nodes[to];
-                let Some(write) = node.writes.get_mut(&op) else { return };
+                let Some(write) = node.writes.get_mut(&op) else {
+                    return;
+                };
                 if ok && cluster_key == write.sent_key {
                     write.pending.remove(&sender);
                     if write.pending.is_empty() {
@@ -905,7 +1037,9 @@ impl World {
                 let sender = self.nodes[from].id;
                 let policy = self.conflict_policy;
                 let node = &mut self.nodes[to];
-                let Some(state) = node.dupres.get_mut(&op) else { return };
+                let Some(state) = node.dupres.get_mut(&op) else {
+                    return;
+                };
                 if !state.waiting.remove(&sender) {
                     return;
                 }
@@ -924,7 +1058,8 @@ impl World {
                 let routing = &self.nodes[to].routing;
                 let ok = routing.key == key
                     && routing.member_index(sender).is_some_and(|m| {
-                        routing.namespaces[0].route(usize::from(pid)).immigrate_from & (1u64 << m) != 0
+                        routing.namespaces[0].route(usize::from(pid)).immigrate_from & (1u64 << m)
+                            != 0
                     });
                 self.send(to, from, Msg::MigStartReply { pid, key, ok });
             }
@@ -933,7 +1068,9 @@ impl World {
                 let _ = target;
                 let dest = self.nodes[from].id;
                 let node = &mut self.nodes[to];
-                let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else { return };
+                let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else {
+                    return;
+                };
                 if emig.key != key || emig.stage != Stage::Starting {
                     return;
                 }
@@ -948,7 +1085,12 @@ impl World {
                     emig.last_sent_ms = self.now;
                 }
             }
-            Msg::MigRecords { pid, key, seq, records } => {
+            Msg::MigRecords {
+                pid,
+                key,
+                seq,
+                records,
+            } => {
                 let policy = self.conflict_policy;
                 let node = &mut self.nodes[to];
                 if node.routing.key != key {
@@ -973,7 +1115,9 @@ impl World {
             Msg::MigAck { pid, key, seq } => {
                 let dest = self.nodes[from].id;
                 let node = &mut self.nodes[to];
-                let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else { return };
+                let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else {
+                    return;
+                };
                 if emig.key != key {
                     return;
                 }
@@ -986,7 +1130,9 @@ impl World {
             }
             Msg::MigDone { pid, key } => {
                 if self.watch_pid(usize::from(pid)) {
-                    self.log(format!("WATCH node {to} gets DONE for {pid} from node {from} key {key:x}"));
+                    self.log(format!(
+                        "WATCH node {to} gets DONE for {pid} from node {from} key {key:x}"
+                    ));
                 }
                 let sender = self.nodes[from].id;
                 if self.nodes[to].routing.key != key {
@@ -1007,11 +1153,15 @@ impl World {
             }
             Msg::MigDoneAck { pid, key } => {
                 if self.watch_pid(usize::from(pid)) {
-                    self.log(format!("WATCH node {to} gets DONE_ACK for {pid} from node {from} key {key:x}"));
+                    self.log(format!(
+                        "WATCH node {to} gets DONE_ACK for {pid} from node {from} key {key:x}"
+                    ));
                 }
                 let dest = self.nodes[from].id;
                 let node = &mut self.nodes[to];
-                let Some(emig) = node.emigrations.get(&(pid, dest)) else { return };
+                let Some(emig) = node.emigrations.get(&(pid, dest)) else {
+                    return;
+                };
                 if emig.key != key || emig.stage != Stage::Done {
                     return;
                 }
@@ -1061,18 +1211,33 @@ impl World {
     }
 
     fn send_chunk(&mut self, index: usize, pid: u16, dest: NodeId) {
-        let Some(target) = self.nodes.iter().position(|n| n.id == dest) else { return };
+        let Some(target) = self.nodes.iter().position(|n| n.id == dest) else {
+            return;
+        };
         let now = self.now;
         let node = &mut self.nodes[index];
-        let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else { return };
+        let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else {
+            return;
+        };
         emig.last_sent_ms = now;
         let key = emig.key;
-        let Stage::Sending { records, next } = &emig.stage else { return };
+        let Stage::Sending { records, next } = &emig.stage else {
+            return;
+        };
         let start = next * CHUNK_RECORDS;
         if start < records.len() {
             let chunk = records[start..(start + CHUNK_RECORDS).min(records.len())].to_vec();
             let seq = *next;
-            self.send(index, target, Msg::MigRecords { pid, key, seq, records: chunk });
+            self.send(
+                index,
+                target,
+                Msg::MigRecords {
+                    pid,
+                    key,
+                    seq,
+                    records: chunk,
+                },
+            );
             return;
         }
         // Everything acknowledged: a handoff first drains the writes under
@@ -1080,7 +1245,14 @@ impl World {
         if emig.kind == EmigrationKind::Handoff {
             emig.stage = Stage::Draining;
             node.closed[usize::from(pid)] = true;
-            self.schedule(1, Event::MigrationTimer { node: index, pid, to: dest });
+            self.schedule(
+                1,
+                Event::MigrationTimer {
+                    node: index,
+                    pid,
+                    to: dest,
+                },
+            );
         } else {
             emig.stage = Stage::Done;
             self.send(index, target, Msg::MigDone { pid, key });
@@ -1092,7 +1264,9 @@ impl World {
         if !node.up || node.paused {
             return;
         }
-        let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else { return };
+        let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else {
+            return;
+        };
         if emig.stage == Stage::Draining {
             if node.inflight[usize::from(pid)] == 0 {
                 emig.stage = Stage::Done;
@@ -1102,7 +1276,14 @@ impl World {
                     self.send(index, target, Msg::MigDone { pid, key });
                 }
             } else {
-                self.schedule(1, Event::MigrationTimer { node: index, pid, to: dest });
+                self.schedule(
+                    1,
+                    Event::MigrationTimer {
+                        node: index,
+                        pid,
+                        to: dest,
+                    },
+                );
             }
         }
     }
@@ -1117,13 +1298,19 @@ impl World {
         let due: Vec<(u16, NodeId)> = node
             .emigrations
             .iter()
-            .filter(|(_, emig)| emig.stage != Stage::Draining && now >= emig.last_sent_ms + MIGRATION_RETRY_MS)
+            .filter(|(_, emig)| {
+                emig.stage != Stage::Draining && now >= emig.last_sent_ms + MIGRATION_RETRY_MS
+            })
             .map(|(&slot, _)| slot)
             .collect();
         for (pid, dest) in due {
-            let Some(target) = self.nodes.iter().position(|n| n.id == dest) else { continue };
+            let Some(target) = self.nodes.iter().position(|n| n.id == dest) else {
+                continue;
+            };
             let node = &mut self.nodes[index];
-            let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else { continue };
+            let Some(emig) = node.emigrations.get_mut(&(pid, dest)) else {
+                continue;
+            };
             emig.last_sent_ms = now;
             let key = emig.key;
             match &emig.stage {
@@ -1144,7 +1331,9 @@ impl World {
             return;
         }
         self.schedule(OP_INTERVAL_MS, Event::ClientOp);
-        let up: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].up).collect();
+        let up: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .collect();
         if up.is_empty() {
             return;
         }
@@ -1169,6 +1358,8 @@ impl World {
                 entry,
                 deadline: self.now + OP_DEADLINE_MS,
                 result: None,
+                hops: 0,
+                issued: self.now,
             },
         );
         self.schedule(OP_DEADLINE_MS, Event::OpDeadline { op });
@@ -1177,7 +1368,9 @@ impl World {
 
     /// The node a client sent `op` to handles it, or proxies it.
     fn op_at_entry(&mut self, op: u64) {
-        let Some(state) = self.ops.get(&op) else { return };
+        let Some(state) = self.ops.get(&op) else {
+            return;
+        };
         if state.result.is_some() || self.now >= state.deadline {
             return;
         }
@@ -1201,15 +1394,28 @@ impl World {
         }
         if !is_write && route.reads_here() {
             let value = node.data[pid].get(&key).and_then(|r| r.value);
-            self.complete(op, if value.is_some() { OpResult::Ok(value) } else { OpResult::NotFound });
+            self.complete(
+                op,
+                if value.is_some() {
+                    OpResult::Ok(value)
+                } else {
+                    OpResult::NotFound
+                },
+            );
             return;
         }
-        let target_member = if route.writes_here() { route.final_master } else { route.master };
+        let target_member = if route.writes_here() {
+            route.final_master
+        } else {
+            route.master
+        };
         let Some(target_id) = node.routing.member(target_member) else {
             self.schedule(20, Event::OpAtEntry { op });
             return;
         };
-        let Some(target) = self.nodes.iter().position(|n| n.id == target_id) else { return };
+        let Some(target) = self.nodes.iter().position(|n| n.id == target_id) else {
+            return;
+        };
         if target == entry {
             self.schedule(5, Event::OpAtEntry { op });
             return;
@@ -1218,7 +1424,9 @@ impl World {
     }
 
     fn proxy_request(&mut self, from: usize, to: usize, op: u64) {
-        let Some(state) = self.ops.get(&op) else { return };
+        let Some(state) = self.ops.get(&op) else {
+            return;
+        };
         if state.result.is_some() {
             return;
         }
@@ -1231,27 +1439,74 @@ impl World {
             self.master_write(to, op, Some(from));
         } else if !is_write && route.reads_here() {
             let value = node.data[pid].get(&key).and_then(|r| r.value);
-            let result = if value.is_some() { OpResult::Ok(value) } else { OpResult::NotFound };
-            self.send(to, from, Msg::ProxyReply { op, result: Some(result) });
+            let result = if value.is_some() {
+                OpResult::Ok(value)
+            } else {
+                OpResult::NotFound
+            };
+            self.send(
+                to,
+                from,
+                Msg::ProxyReply {
+                    op,
+                    result: Some(result),
+                    redirect: None,
+                },
+            );
         } else {
-            // Not here (views differ): the proxying node tries again.
-            self.send(to, from, Msg::ProxyReply { op, result: None });
+            // Not here (views differ): the proxying node tries again where
+            // this node would send it.
+            let member = if route.writes_here() {
+                route.final_master
+            } else {
+                route.master
+            };
+            let redirect = node
+                .routing
+                .member(member)
+                .and_then(|id| self.nodes.iter().position(|n| n.id == id));
+            self.send(
+                to,
+                from,
+                Msg::ProxyReply {
+                    op,
+                    result: None,
+                    redirect,
+                },
+            );
         }
     }
 
-    fn proxy_reply(&mut self, at: usize, op: u64, result: Option<OpResult>) {
-        let Some(state) = self.ops.get(&op) else { return };
+    fn proxy_reply(
+        &mut self,
+        at: usize,
+        op: u64,
+        result: Option<OpResult>,
+        redirect: Option<usize>,
+    ) {
+        let Some(state) = self.ops.get_mut(&op) else {
+            return;
+        };
         if state.result.is_some() || state.entry != at {
             return;
         }
-        match result {
-            Some(result) => self.complete(op, result),
-            None => self.schedule(5, Event::OpAtEntry { op }),
+        match (result, redirect) {
+            (Some(result), _) => self.complete(op, result),
+            (None, Some(target)) if target != at && state.hops < 3 => {
+                state.hops += 1;
+                self.send(at, target, Msg::Proxy { op });
+            }
+            (None, _) => {
+                state.hops = 0;
+                self.schedule(5, Event::OpAtEntry { op })
+            }
         }
     }
 
     fn master_write(&mut self, index: usize, op: u64, reply_to: Option<usize>) {
-        let Some(state) = self.ops.get(&op) else { return };
+        let Some(state) = self.ops.get(&op) else {
+            return;
+        };
         let key = state.key;
         let deadline = state.deadline;
         let pid = partition_of(key);
@@ -1259,7 +1514,11 @@ impl World {
         // fetch and resolve them first (duplicate resolution).
         let node = &self.nodes[index];
         let route = node.routing.namespaces[0].route(pid);
-        let resolved = node.dupres.get(&op).map(|d| d.resolved.clone()).unwrap_or_default();
+        let resolved = node
+            .dupres
+            .get(&op)
+            .map(|d| d.resolved.clone())
+            .unwrap_or_default();
         let waiting: BTreeSet<NodeId> = (0..64u8)
             .filter(|m| route.duplicates & (1u64 << m) != 0)
             .filter_map(|m| node.routing.member(m))
@@ -1280,7 +1539,9 @@ impl World {
                 },
             );
             if self.watching(key) {
-                self.log(format!("WATCH op {op} resolves against {waiting:x?} at node {index}"));
+                self.log(format!(
+                    "WATCH op {op} resolves against {waiting:x?} at node {index}"
+                ));
             }
             for dest in waiting {
                 if let Some(target) = self.nodes.iter().position(|n| n.id == dest) {
@@ -1298,7 +1559,9 @@ impl World {
                 }
             }
         }
-        let Some(state) = self.ops.get(&op) else { return };
+        let Some(state) = self.ops.get(&op) else {
+            return;
+        };
         let kind = state.kind.clone();
         let now = self.now;
         let node = &mut self.nodes[index];
@@ -1321,7 +1584,9 @@ impl World {
         node.data[pid].insert(key, rec);
         node.inflight[pid] += 1;
         if self.watch_key == Some(key) {
-            let line = format!("WATCH op {op} key {key} applied at master node {index}: {rec:?} (was {old:?})");
+            let line = format!(
+                "WATCH op {op} key {key} applied at master node {index}: {rec:?} (was {old:?})"
+            );
             self.log(line);
         }
         let node = &mut self.nodes[index];
@@ -1370,7 +1635,9 @@ impl World {
     /// Every copy answered: the write goes on if this node still masters
     /// the partition, else the client's node tries again.
     fn dupres_done(&mut self, index: usize, op: u64) {
-        let Some(state) = self.nodes[index].dupres.get(&op) else { return };
+        let Some(state) = self.nodes[index].dupres.get(&op) else {
+            return;
+        };
         let (pid, reply_to) = (state.pid, state.reply_to);
         let node = &self.nodes[index];
         let route = node.routing.namespaces[0].route(pid);
@@ -1379,7 +1646,15 @@ impl World {
         } else {
             self.nodes[index].dupres.remove(&op);
             match reply_to {
-                Some(proxy) => self.send(index, proxy, Msg::ProxyReply { op, result: None }),
+                Some(proxy) => self.send(
+                    index,
+                    proxy,
+                    Msg::ProxyReply {
+                        op,
+                        result: None,
+                        redirect: None,
+                    },
+                ),
                 None => self.schedule(5, Event::OpAtEntry { op }),
             }
         }
@@ -1391,7 +1666,9 @@ impl World {
         if !node.up {
             return;
         }
-        let Some(state) = node.dupres.get(&op) else { return };
+        let Some(state) = node.dupres.get(&op) else {
+            return;
+        };
         if now >= state.deadline {
             let reply_to = state.reply_to;
             node.dupres.remove(&op);
@@ -1403,7 +1680,9 @@ impl World {
             .filter(|m| route.duplicates & (1u64 << m) != 0)
             .filter_map(|m| node.routing.member(m))
             .collect();
-        let Some(state) = node.dupres.get_mut(&op) else { return };
+        let Some(state) = node.dupres.get_mut(&op) else {
+            return;
+        };
         // Copies merged meanwhile need no answer.
         state.waiting.retain(|id| current.contains(id));
         if state.waiting.is_empty() {
@@ -1427,7 +1706,9 @@ impl World {
         if !node.up {
             return;
         }
-        let Some(write) = node.writes.get_mut(&op) else { return };
+        let Some(write) = node.writes.get_mut(&op) else {
+            return;
+        };
         if now >= write.deadline {
             write.result = OpResult::Timeout;
             self.finish_write(index, op);
@@ -1454,7 +1735,17 @@ impl World {
         }
         for dest in pending {
             if let Some(target) = self.nodes.iter().position(|n| n.id == dest) {
-                self.send(index, target, Msg::ReplicaWrite { op, pid, key, rec, cluster_key: sent_key });
+                self.send(
+                    index,
+                    target,
+                    Msg::ReplicaWrite {
+                        op,
+                        pid,
+                        key,
+                        rec,
+                        cluster_key: sent_key,
+                    },
+                );
             }
         }
         self.schedule(WRITE_RETRY_MS, Event::WriteRetry { node: index, op });
@@ -1462,7 +1753,9 @@ impl World {
 
     fn finish_write(&mut self, index: usize, op: u64) {
         let node = &mut self.nodes[index];
-        let Some(write) = node.writes.remove(&op) else { return };
+        let Some(write) = node.writes.remove(&op) else {
+            return;
+        };
         node.inflight[write.pid] -= 1;
         // What the cut-off side of a split acknowledges may lose to the
         // other side when they merge (AP, as documented): not checked.
@@ -1475,12 +1768,22 @@ impl World {
     fn reply(&mut self, index: usize, op: u64, reply_to: Option<usize>, result: OpResult) {
         match reply_to {
             None => self.complete(op, result),
-            Some(proxy) => self.send(index, proxy, Msg::ProxyReply { op, result: Some(result) }),
+            Some(proxy) => self.send(
+                index,
+                proxy,
+                Msg::ProxyReply {
+                    op,
+                    result: Some(result),
+                    redirect: None,
+                },
+            ),
         }
     }
 
     fn complete(&mut self, op: u64, result: OpResult) {
-        let Some(state) = self.ops.get_mut(&op) else { return };
+        let Some(state) = self.ops.get_mut(&op) else {
+            return;
+        };
         if state.result.is_some() {
             return;
         }
@@ -1488,7 +1791,9 @@ impl World {
         let key = state.key;
         let kind = state.kind.clone();
         if self.watch_key == Some(key) {
-            self.log(format!("WATCH op {op} key {key} {kind:?} completes: {result:?}"));
+            self.log(format!(
+                "WATCH op {op} key {key} {kind:?} completes: {result:?}"
+            ));
         }
         self.busy_keys.remove(&key);
         let history = self.history.entry(key).or_default();
@@ -1517,7 +1822,22 @@ impl World {
     }
 
     fn op_deadline(&mut self, op: u64) {
-        if self.ops.get(&op).is_some_and(|state| state.result.is_none()) {
+        if self
+            .ops
+            .get(&op)
+            .is_some_and(|state| state.result.is_none())
+        {
+            if self
+                .ops
+                .get(&op)
+                .is_some_and(|state| state.issued >= self.late_timeouts_since)
+            {
+                self.late_timeouts += 1;
+                let key = self.ops.get(&op).map_or(0, |state| state.key);
+                self.log(format!(
+                    "op {op} on key {key} timed out in a settled cluster"
+                ));
+            }
             self.complete(op, OpResult::Timeout);
         }
     }
@@ -1562,7 +1882,9 @@ impl World {
     /// Every acknowledged write is there: the last acknowledged value of
     /// each key, or a value written after it whose outcome was unknown.
     fn check_data(&mut self) {
-        let live: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].up).collect();
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .collect();
         let mut checked = 0u64;
         let keys: Vec<u32> = self.history.keys().copied().collect();
         for key in keys {

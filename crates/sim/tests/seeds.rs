@@ -24,7 +24,10 @@ fn run_block(block: u64) {
         })
         .unwrap_or_else(|failure| panic!("{failure}"));
         assert!(outcome.faults.len() == 3, "seed {seed}: {outcome}");
-        assert!(outcome.acknowledged_writes > 0, "seed {seed}: no load ran: {outcome}");
+        assert!(
+            outcome.acknowledged_writes > 0,
+            "seed {seed}: no load ran: {outcome}"
+        );
         acknowledged += outcome.acknowledged_writes;
     }
     assert!(acknowledged > count * 100);

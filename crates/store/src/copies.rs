@@ -154,9 +154,7 @@ impl Namespace {
             }
         }
         let tombstones = writer.table.retain_tombstones(|_| false);
-        self.stats
-            .tombstones
-            .fetch_sub(tombstones as i64, Relaxed);
+        self.stats.tombstones.fetch_sub(tombstones as i64, Relaxed);
         dropped
     }
 
@@ -268,7 +266,8 @@ impl PartitionWriter<'_> {
                 last_update_ms: tombstone.last_update_ms,
                 set_id: tombstone.set_id,
             };
-            let placed = device.append_tombstone(record_head(digest, &meta), set_name.as_bytes())?;
+            let placed =
+                device.append_tombstone(record_head(digest, &meta), set_name.as_bytes())?;
             wait = device.commit_wait(placed.position);
         }
         if present {

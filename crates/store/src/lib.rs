@@ -16,8 +16,8 @@ mod persist;
 pub mod record;
 
 pub use blob::RecordBlob;
-pub use device::{AppendError, CommitWait, DeviceConfig};
 pub use copies::{Copy, CopyError, OwnedCopy, Stamp};
+pub use device::{AppendError, CommitWait, DeviceConfig};
 pub use index::{Entry, IndexTable, RecordMeta, Tombstone, SLOT_BYTES};
 pub use namespace::{
     Namespace, NamespaceConfig, PartitionWriter, SetError, StorageEngine, SweepReport,

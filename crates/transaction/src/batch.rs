@@ -254,7 +254,12 @@ fn fields_and_ops<'a>(row_body: &'a [u8], flags: u8, after: &[u8]) -> &'a [u8] {
 /// A batch row as a message of its own (to run on another node): its
 /// header, its digest, its fields and ops, and the parent's filter when
 /// it has none of its own.
-fn row_request(header: &MsgHeader, digest: &[u8], raw: &[u8], parent_filter: Option<&[u8]>) -> Vec<u8> {
+fn row_request(
+    header: &MsgHeader,
+    digest: &[u8],
+    raw: &[u8],
+    parent_filter: Option<&[u8]>,
+) -> Vec<u8> {
     let mut header = *header;
     header.n_fields += 1 + u16::from(parent_filter.is_some());
     let mut body = Vec::with_capacity(64 + raw.len());

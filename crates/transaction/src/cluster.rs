@@ -70,10 +70,7 @@ impl<'a> Cluster<'a> {
 pub enum Remote {
     /// This node does not serve the request: send it to `to` and relay its
     /// answer. `request` is the AS_MSG body, answered framed as `framing`.
-    Proxy {
-        to: NodeId,
-        request: Request,
-    },
+    Proxy { to: NodeId, request: Request },
     /// The partition is not servable for writes until the map in force
     /// settles (an exchange is running): run the request again shortly.
     Again { request: Request },

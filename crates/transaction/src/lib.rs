@@ -187,7 +187,9 @@ pub fn execute_framed(
         return Outcome::Answered;
     };
     let keep = || body.to_vec();
-    match execute_record(cluster, index, namespace, &message, None, out, scratch, framing, &keep) {
+    match execute_record(
+        cluster, index, namespace, &message, None, out, scratch, framing, &keep,
+    ) {
         Some(remote) => Outcome::Remote(remote),
         None => Outcome::Answered,
     }
@@ -280,7 +282,10 @@ fn route(
     let request = || cluster::keep_request_bytes(keep(), framing, header.transaction_ttl);
     let is_write = header.info2 & info2::WRITE != 0;
     let proxy_to = |member: u8| -> Result<Option<Remote>, ResultCode> {
-        let to = cluster.routing.member(member).ok_or(ResultCode::Unavailable)?;
+        let to = cluster
+            .routing
+            .member(member)
+            .ok_or(ResultCode::Unavailable)?;
         Ok(Some(Remote::Proxy {
             to,
             request: request(),
@@ -342,7 +347,8 @@ fn route(
             answer,
             framing,
             commit_master: framing == Framing::Message
-                && (header.info3 & info3::COMMIT_MASTER != 0 || namespace.config.write_commit_level_master),
+                && (header.info3 & info3::COMMIT_MASTER != 0
+                    || namespace.config.write_commit_level_master),
             timeout_ms: header.transaction_ttl,
             guard,
         })))

@@ -45,7 +45,12 @@ pub struct ScanJob {
     filter: Option<Expr>,
 }
 
-pub fn start(store: &Store, cluster: &Cluster<'_>, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome {
+pub fn start(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    message: &Message<'_>,
+    out: &mut Vec<u8>,
+) -> Outcome {
     match plan(store, cluster, message) {
         Ok(Some(job)) => Outcome::Stream(Box::new(job)),
         Ok(None) => {
@@ -60,7 +65,11 @@ pub fn start(store: &Store, cluster: &Cluster<'_>, message: &Message<'_>, out: &
 }
 
 /// Validates a scan request; `None` means "nothing to scan" (unknown set).
-fn plan(store: &Store, cluster: &Cluster<'_>, message: &Message<'_>) -> Result<Option<ScanJob>, ResultCode> {
+fn plan(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    message: &Message<'_>,
+) -> Result<Option<ScanJob>, ResultCode> {
     let fields = &message.fields;
     let header = &message.header;
     let (namespace_index, namespace) = fields

@@ -65,7 +65,13 @@ struct Reply {
 fn run(store: &Store, request: &Request) -> Reply {
     let mut out = Vec::new();
     let standalone = crate::Standalone::new(store);
-    let _ = execute(store, &standalone.cluster(), &request.encode(), &mut out, &mut Scratch::default());
+    let _ = execute(
+        store,
+        &standalone.cluster(),
+        &request.encode(),
+        &mut out,
+        &mut Scratch::default(),
+    );
     let message = Message::decode(&out[8..]).expect("valid response");
     assert_eq!(
         out.len(),
@@ -284,7 +290,13 @@ fn unknown_namespace_and_garbage() {
     assert_eq!(run(&store, &get(1)).result, ResultCode::Namespace.as_u8());
     let mut out = Vec::new();
     let standalone = crate::Standalone::new(&store);
-    let _ = execute(&store, &standalone.cluster(), &[1, 2, 3], &mut out, &mut Scratch::default());
+    let _ = execute(
+        &store,
+        &standalone.cluster(),
+        &[1, 2, 3],
+        &mut out,
+        &mut Scratch::default(),
+    );
     assert_eq!(out[13], ResultCode::Parameter.as_u8());
 }
 

@@ -81,7 +81,15 @@ pub fn execute(
             return Err(ResultCode::NotFound);
         }
         let set_id = existing_meta.map_or(0, |meta| meta.set_id);
-        delete_record(namespace, &mut writer, digest, set_id, prior, now_ms, scratch)?;
+        delete_record(
+            namespace,
+            &mut writer,
+            digest,
+            set_id,
+            prior,
+            now_ms,
+            scratch,
+        )?;
         ResponseWriter::begin_framed(out, &MsgHeader::default(), framing).finish();
         return Ok(());
     }
@@ -166,7 +174,15 @@ pub fn execute(
         }
         drop(bins);
         let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
-        delete_record(namespace, &mut writer, digest, set_id, prior, now_ms, scratch)?;
+        delete_record(
+            namespace,
+            &mut writer,
+            digest,
+            set_id,
+            prior,
+            now_ms,
+            scratch,
+        )?;
         (0, 0)
     } else {
         drop(bins);
@@ -229,7 +245,11 @@ struct Prior {
     tombstone: bool,
 }
 
-fn prior_stamp(namespace: &Namespace, writer: &PartitionWriter<'_>, digest: &Digest) -> Option<Prior> {
+fn prior_stamp(
+    namespace: &Namespace,
+    writer: &PartitionWriter<'_>,
+    digest: &Digest,
+) -> Option<Prior> {
     if let Some(entry) = writer.table().get(digest) {
         return Some(Prior {
             generation: entry.meta.generation,

@@ -18,7 +18,7 @@ use bolide_cluster::conflict::{self, Stamp};
 use bolide_cluster::fabric::{code, Channel, Fabric, Image};
 use bolide_cluster::routing::ConflictPolicy;
 use bolide_cluster::NodeId;
-use bolide_store::{Copy, CommitWait};
+use bolide_store::{CommitWait, Copy};
 use bolide_types::Digest;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -133,7 +133,10 @@ fn lane(node: &Arc<Node>, to: NodeId, channel: Channel) -> Result<Rc<Lane>, Fabr
             return Ok(lane);
         }
     }
-    let endpoint = node.cluster.fabric_endpoint(to).ok_or(FabricError::NoRoute)?;
+    let endpoint = node
+        .cluster
+        .fabric_endpoint(to)
+        .ok_or(FabricError::NoRoute)?;
     let (frames, receiver) = mpsc::unbounded_channel();
     let lane = Rc::new(Lane {
         frames,
@@ -193,7 +196,9 @@ async fn run_lane(
                             kind: header.kind,
                             body: body.to_vec(),
                         };
-                        if let Some(sender) = id.and_then(|id| answers.pending.borrow_mut().remove(&id)) {
+                        if let Some(sender) =
+                            id.and_then(|id| answers.pending.borrow_mut().remove(&id))
+                        {
                             let _ = sender.send(answer);
                         }
                         buffer.drain(..total);
@@ -317,7 +322,11 @@ async fn read_hello(
 }
 
 /// Requests from another node on one connection, answered in any order.
-async fn serve_requests(node: &Arc<Node>, stream: TcpStream, mut buffer: Vec<u8>) -> Result<(), ()> {
+async fn serve_requests(
+    node: &Arc<Node>,
+    stream: TcpStream,
+    mut buffer: Vec<u8>,
+) -> Result<(), ()> {
     let (mut reader, writer) = stream.into_split();
     let (answers, receiver) = mpsc::unbounded_channel::<Vec<u8>>();
     tokio::task::spawn_local(write_answers(writer, receiver));
@@ -377,7 +386,11 @@ fn handle_request(
                 Some(wait) => {
                     let answers = answers.clone();
                     tokio::task::spawn_local(async move {
-                        let code = if wait.wait().await.is_ok() { code } else { code::FAILED };
+                        let code = if wait.wait().await.is_ok() {
+                            code
+                        } else {
+                            code::FAILED
+                        };
                         send_ack(&answers, id, code);
                     });
                 }
@@ -393,7 +406,9 @@ fn handle_request(
             let answers = answers.clone();
             let body = body.to_vec();
             tokio::task::spawn_local(async move {
-                let (redirect, answer) = remote::serve_proxy(&node, body, framing, timeout_ms).await;
+                let (redirect, answer) =
+                    remote::serve_proxy(&node, body, framing, timeout_ms).await;
+                let redirect = redirect.filter(|&to| to != node.cluster.node_id);
                 let mut frame = Vec::with_capacity(answer.len() + 48);
                 Fabric::ProxyAnswer {
                     id,
@@ -461,7 +476,11 @@ pub fn wins(policy: ConflictPolicy, held: Option<(u16, u64)>, incoming: (u16, u6
 
 /// This node's copy of a record (or its tombstone), for duplicate
 /// resolution.
-pub fn fetch_copy(node: &Node, namespace: &str, digest: &Digest) -> Option<bolide_store::OwnedCopy> {
+pub fn fetch_copy(
+    node: &Node,
+    namespace: &str,
+    digest: &Digest,
+) -> Option<bolide_store::OwnedCopy> {
     let (_, ns) = node.store.namespace_index(namespace.as_bytes())?;
     let table = ns.read(digest);
     if let Some(entry) = table.get(digest) {
@@ -485,7 +504,11 @@ pub fn fetch_copy(node: &Node, namespace: &str, digest: &Digest) -> Option<bolid
         generation: t.generation,
         last_update_ms: t.last_update_ms,
         void_time: 0,
-        set_name: ns.set_name(t.set_id).unwrap_or_default().as_bytes().to_vec(),
+        set_name: ns
+            .set_name(t.set_id)
+            .unwrap_or_default()
+            .as_bytes()
+            .to_vec(),
         record: None,
     })
 }

@@ -108,7 +108,11 @@ fn initial_versions(node: &Node, entropy: &mut OsEntropy) -> Vec<Vec<Version>> {
         .collect()
 }
 
-async fn run(node: Arc<Node>, listener: std::net::TcpListener, mut events: mpsc::UnboundedReceiver<Event>) {
+async fn run(
+    node: Arc<Node>,
+    listener: std::net::TcpListener,
+    mut events: mpsc::UnboundedReceiver<Event>,
+) {
     let service = &node.cluster;
     let mut entropy = entropy();
     let versions = initial_versions(&node, &mut entropy);
@@ -126,7 +130,13 @@ async fn run(node: Arc<Node>, listener: std::net::TcpListener, mut events: mpsc:
         min_cluster_size: node.config.min_cluster_size,
         namespaces: super::namespace_configs(&node.config),
     };
-    let mut machine = ClusterNode::new(config, versions, Vec::new(), Box::new(entropy), monotonic_ms());
+    let mut machine = ClusterNode::new(
+        config,
+        versions,
+        Vec::new(),
+        Box::new(entropy),
+        monotonic_ms(),
+    );
     let (inbound, mut inbound_receiver) = mpsc::unbounded_channel::<Envelope>();
     match TcpListener::from_std(listener) {
         Ok(listener) => {
@@ -154,9 +164,14 @@ async fn run(node: Arc<Node>, listener: std::net::TcpListener, mut events: mpsc:
                 Event::Recluster => {}
             },
         }
-        let mut published = false;
-        for action in machine.take_actions() {
-            published |= matches!(action, Action::Publish(_));
+        // The routing goes out first: the migrations of a new map check
+        // that their map is the one in force.
+        let mut actions = machine.take_actions();
+        let published = actions
+            .iter()
+            .any(|action| matches!(action, Action::Publish(_)));
+        actions.sort_by_key(|action| !matches!(action, Action::Publish(_)));
+        for action in actions {
             act(&node, &mut dialers, action);
         }
         let now = monotonic_ms();
@@ -178,7 +193,9 @@ fn act(node: &Arc<Node>, dialers: &mut Dialers, action: Action) {
             let frame = encode(&envelope);
             dialers.broadcast(&frame);
         }
-        Action::Send { endpoint, envelope, .. } => {
+        Action::Send {
+            endpoint, envelope, ..
+        } => {
             let frame = encode(&envelope);
             dialers.ensure(node, &endpoint);
             dialers.send(&endpoint, frame);
@@ -190,10 +207,14 @@ fn act(node: &Arc<Node>, dialers: &mut Dialers, action: Action) {
             service.routing.store(routing);
         }
         Action::Emigrate(emigration) => {
-            let _ = service.migrations.send(migrate::Command::Emigrate(emigration));
+            let _ = service
+                .migrations
+                .send(migrate::Command::Emigrate(emigration));
         }
         Action::Drop { namespace, pid } => {
-            let _ = service.migrations.send(migrate::Command::Drop { namespace, pid });
+            let _ = service
+                .migrations
+                .send(migrate::Command::Drop { namespace, pid });
         }
         Action::Metadata(item) => {
             crate::cluster::remote::apply_metadata(node, &item);
@@ -260,10 +281,15 @@ impl std::fmt::Display for ReadError {
 }
 
 /// Reads frames until the peer leaves or sends something invalid.
-async fn read_envelopes(mut stream: TcpStream, inbound: &mpsc::UnboundedSender<Envelope>) -> Result<(), ReadError> {
+async fn read_envelopes(
+    mut stream: TcpStream,
+    inbound: &mpsc::UnboundedSender<Envelope>,
+) -> Result<(), ReadError> {
     let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
-        while let Some((header, body, total)) = codec::split_frame(&buffer).map_err(ReadError::Codec)? {
+        while let Some((header, body, total)) =
+            codec::split_frame(&buffer).map_err(ReadError::Codec)?
+        {
             let envelope = Envelope::decode(header.kind, body).map_err(ReadError::Codec)?;
             let _ = inbound.send(envelope);
             buffer.drain(..total);
@@ -274,14 +300,19 @@ async fn read_envelopes(mut stream: TcpStream, inbound: &mpsc::UnboundedSender<E
                 return Err(ReadError::TooLarge(header.body_bytes));
             }
         }
-        let read = read_more(&mut stream, &mut buffer).await.map_err(ReadError::Io)?;
+        let read = read_more(&mut stream, &mut buffer)
+            .await
+            .map_err(ReadError::Io)?;
         if read == 0 {
             return Err(ReadError::Closed);
         }
     }
 }
 
-pub(crate) async fn read_more(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<usize> {
+pub(crate) async fn read_more(
+    stream: &mut TcpStream,
+    buffer: &mut Vec<u8>,
+) -> std::io::Result<usize> {
     let start = buffer.len();
     buffer.resize(start + 64 * 1024, 0);
     let result = stream.read(&mut buffer[start..]).await;
@@ -298,7 +329,11 @@ struct Dialers {
 
 impl Dialers {
     fn ensure(&mut self, node: &Arc<Node>, endpoint: &Endpoint) {
-        if self.queues.get(endpoint).is_some_and(|queue| !queue.is_closed()) {
+        if self
+            .queues
+            .get(endpoint)
+            .is_some_and(|queue| !queue.is_closed())
+        {
             return;
         }
         let (sender, receiver) = mpsc::channel(DIALER_QUEUE);

@@ -19,7 +19,12 @@ pub fn partition_generation(node: &Node) -> String {
 
 /// `replicas` (`ns:regime,count,col0,...`), `replicas-all`
 /// (`ns:count,...`) and `replicas-master` (`ns:col0`).
-pub fn replicas(node: &Node, command: &InfoCommand<'_>, with_regime: bool, with_count: bool) -> String {
+pub fn replicas(
+    node: &Node,
+    command: &InfoCommand<'_>,
+    with_regime: bool,
+    with_count: bool,
+) -> String {
     let routing = node.cluster.routing.load();
     let max = command
         .param("max")
@@ -31,7 +36,11 @@ pub fn replicas(node: &Node, command: &InfoCommand<'_>, with_regime: bool, with_
         if index > 0 {
             text.push(';');
         }
-        let columns = if with_count { ns.claims.len().min(max).max(1) } else { 1 };
+        let columns = if with_count {
+            ns.claims.len().min(max).max(1)
+        } else {
+            1
+        };
         let _ = write!(text, "{}:", ns.name);
         if with_regime {
             text.push_str("0,");
@@ -45,7 +54,9 @@ pub fn replicas(node: &Node, command: &InfoCommand<'_>, with_regime: bool, with_
             }
             match ns.claims.get(column) {
                 Some(bitmap) => text.push_str(&encoder.encode(bitmap)),
-                None => text.push_str(&encoder.encode([0u8; bolide_cluster::routing::BITMAP_BYTES])),
+                None => {
+                    text.push_str(&encoder.encode([0u8; bolide_cluster::routing::BITMAP_BYTES]))
+                }
             }
         }
     }
@@ -155,7 +166,8 @@ pub fn statistics(node: &Node, text: &mut String) {
     let status = node.cluster.status();
     let counters = &node.cluster.counters;
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Relaxed);
-    let since_rebalance = crate::cluster::monotonic_ms().saturating_sub(status.last_rebalance_ms) / 1000;
+    let since_rebalance =
+        crate::cluster::monotonic_ms().saturating_sub(status.last_rebalance_ms) / 1000;
     let _ = write!(
         text,
         "cluster_size={};cluster_key={:X};cluster_generation={};cluster_principal={:X};\

@@ -49,7 +49,10 @@ type Incoming = Rc<RefCell<HashSet<(usize, u16, NodeId)>>>;
 pub enum Command {
     Emigrate(Emigration),
     /// Drop this node's copy of a partition.
-    Drop { namespace: usize, pid: u16 },
+    Drop {
+        namespace: usize,
+        pid: u16,
+    },
     /// A bulk connection from `peer` (its HELLO already read).
     Bulk {
         stream: std::net::TcpStream,
@@ -125,7 +128,10 @@ async fn run(node: Arc<Node>, mut commands: mpsc::UnboundedReceiver<Command>) {
                     let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
                         return;
                     };
-                    if serve_bulk(&node, stream, leftover, peer, &incoming).await.is_err() {
+                    if serve_bulk(&node, stream, leftover, peer, &incoming)
+                        .await
+                        .is_err()
+                    {
                         bump(&node.cluster.counters.fabric_bad_frames);
                     }
                     bump(&node.cluster.counters.fabric_connections_closed);
@@ -141,6 +147,11 @@ fn current(node: &Node, key: u64) -> bool {
 
 /// Sends one partition, retrying while the map stays the same.
 async fn emigrate(node: &Arc<Node>, emigration: Emigration) {
+    // The map that asked for it may still be on its way to the routing.
+    let until = Instant::now() + Duration::from_secs(2);
+    while !current(node, emigration.key) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut pause = Duration::from_millis(50);
     while current(node, emigration.key) {
         match emigrate_once(node, &emigration).await {
@@ -169,10 +180,20 @@ async fn emigrate(node: &Arc<Node>, emigration: Emigration) {
     }
 }
 
-async fn step(node: &Arc<Node>, to: NodeId, encode: impl FnOnce(u64, &mut Vec<u8>)) -> Result<Answer, ()> {
-    call(node, to, Channel::Bulk, Instant::now() + STEP_TIMEOUT, encode)
-        .await
-        .map_err(|_| ())
+async fn step(
+    node: &Arc<Node>,
+    to: NodeId,
+    encode: impl FnOnce(u64, &mut Vec<u8>),
+) -> Result<Answer, ()> {
+    call(
+        node,
+        to,
+        Channel::Bulk,
+        Instant::now() + STEP_TIMEOUT,
+        encode,
+    )
+    .await
+    .map_err(|_| ())
 }
 
 async fn emigrate_once(node: &Arc<Node>, emigration: &Emigration) -> Result<(), ()> {
@@ -194,8 +215,10 @@ async fn emigrate_once(node: &Arc<Node>, emigration: &Emigration) -> Result<(), 
         }
         .encode(out)
     })
-    .await?;
+    .await
+    .inspect_err(|()| tracing::debug!(target: "migrate", pid, to, "start: no answer"))?;
     if started.ack_code() != code::OK {
+        tracing::debug!(target: "migrate", pid, to, code = started.ack_code(), "start refused");
         return Err(());
     }
     let mut skipped = 0;
@@ -230,8 +253,10 @@ async fn emigrate_once(node: &Arc<Node>, emigration: &Emigration) -> Result<(), 
             }
             .encode(out)
         })
-        .await?;
+        .await
+        .inspect_err(|()| tracing::debug!(target: "migrate", pid, to, "records: no answer"))?;
         if answer.ack_code() != code::OK {
+            tracing::debug!(target: "migrate", pid, to, code = answer.ack_code(), "records refused");
             return Err(());
         }
         node.cluster
@@ -244,7 +269,9 @@ async fn emigrate_once(node: &Arc<Node>, emigration: &Emigration) -> Result<(), 
         start = end;
     }
     if kind == EmigrationKind::Handoff {
-        drain(node, namespace, usize::from(pid)).await?;
+        drain(node, namespace, usize::from(pid)).await.inspect_err(
+            |()| tracing::debug!(target: "migrate", pid, to, "handoff: writes did not drain"),
+        )?;
     }
     let done = step(node, to, |id, out| {
         Fabric::MigrateDone {
@@ -255,8 +282,10 @@ async fn emigrate_once(node: &Arc<Node>, emigration: &Emigration) -> Result<(), 
         }
         .encode(out)
     })
-    .await?;
+    .await
+    .inspect_err(|()| tracing::debug!(target: "migrate", pid, to, "done: no answer"))?;
     if done.ack_code() != code::OK {
+        tracing::debug!(target: "migrate", pid, to, code = done.ack_code(), "done refused");
         return Err(());
     }
     Ok(())
@@ -338,7 +367,9 @@ async fn immigrate(
             let mut incoming = incoming.borrow_mut();
             // Forget immigrations of older maps.
             incoming.retain(|&(ns, p, from)| expected_member(&routing, node, ns, p, from));
-            if !incoming.contains(&(index, pid, peer)) && incoming.len() >= node.cluster.migrate_max_num_incoming.max(1) {
+            if !incoming.contains(&(index, pid, peer))
+                && incoming.len() >= node.cluster.migrate_max_num_incoming.max(1)
+            {
                 return Ok((id, code::AGAIN));
             }
             incoming.insert((index, pid, peer));
@@ -409,7 +440,13 @@ async fn immigrate(
     }
 }
 
-fn expected_member(routing: &bolide_cluster::Routing, _node: &Node, namespace: usize, pid: u16, from: NodeId) -> bool {
+fn expected_member(
+    routing: &bolide_cluster::Routing,
+    _node: &Node,
+    namespace: usize,
+    pid: u16,
+    from: NodeId,
+) -> bool {
     let Some(member) = routing.member_index(from) else {
         return false;
     };

@@ -33,9 +33,9 @@ pub fn complete(node: Arc<Node>, remote: Remote) -> Pin<Box<dyn Future<Output = 
 
 fn timeout_of(remote: &Remote) -> u32 {
     match remote {
-        Remote::Proxy { request, .. } | Remote::Again { request } | Remote::Resolve { request, .. } => {
-            request.timeout_ms
-        }
+        Remote::Proxy { request, .. }
+        | Remote::Again { request }
+        | Remote::Resolve { request, .. } => request.timeout_ms,
         Remote::Replicate(replication) => replication.timeout_ms,
     }
 }
@@ -48,7 +48,11 @@ fn deadline_of(node: &Node, timeout_ms: u32) -> Instant {
     Instant::now() + Duration::from_millis(timeout)
 }
 
-fn complete_until(node: Arc<Node>, remote: Remote, deadline: Instant) -> Pin<Box<dyn Future<Output = Vec<u8>>>> {
+fn complete_until(
+    node: Arc<Node>,
+    remote: Remote,
+    deadline: Instant,
+) -> Pin<Box<dyn Future<Output = Vec<u8>>>> {
     Box::pin(async move {
         match remote {
             Remote::Replicate(replication) => replicate(&node, replication, deadline).await,
@@ -150,13 +154,17 @@ async fn proxy(node: &Arc<Node>, mut to: NodeId, request: Request, deadline: Ins
         Framing::Row { index } => ProxyFraming::Row(index),
     };
     let mut attempt = 0;
+    let mut hops = 0;
     let answer = loop {
         let now = Instant::now();
         if now >= deadline {
             bump(&counters.client_proxy_timeout);
             break timeout_answer(request.framing);
         }
-        let timeout_ms = deadline.saturating_duration_since(now).as_millis().min(u128::from(u32::MAX)) as u32;
+        let timeout_ms = deadline
+            .saturating_duration_since(now)
+            .as_millis()
+            .min(u128::from(u32::MAX)) as u32;
         let body = &request.body;
         let sent = call(node, to, Channel::Requests, deadline, |id, out| {
             Fabric::Proxy {
@@ -168,16 +176,38 @@ async fn proxy(node: &Arc<Node>, mut to: NodeId, request: Request, deadline: Ins
             .encode(out)
         })
         .await;
+        let mut redirect = None;
         if let Ok(answer) = &sent {
-            if let Ok(Fabric::ProxyAnswer { redirect: false, answer, .. }) = answer.decode() {
-                bump(&counters.client_proxy_complete);
-                break answer.to_vec();
+            match answer.decode() {
+                Ok(Fabric::ProxyAnswer {
+                    redirect: None,
+                    answer,
+                    ..
+                }) => {
+                    bump(&counters.client_proxy_complete);
+                    break answer.to_vec();
+                }
+                Ok(Fabric::ProxyAnswer {
+                    redirect: Some(next),
+                    ..
+                }) => redirect = Some(next),
+                _ => {}
             }
         }
         if matches!(sent, Err(FabricError::NoRoute | FabricError::Closed)) {
             bump(&counters.client_proxy_error);
         }
-        // Not served there: route again with this node's current map.
+        // Not served there. The node it was sent to names who serves it
+        // (mastership moved in a handoff this node does not see): go there.
+        if let Some(next) = redirect.filter(|&next| next != node.cluster.node_id && next != to) {
+            hops += 1;
+            if hops <= 3 {
+                to = next;
+                continue;
+            }
+            hops = 0;
+        }
+        // Else route again with this node's current map.
         pause(&mut attempt).await;
         match run_here(node, &request, false, false) {
             Ok((answer, waits)) => break finish(answer, waits, request.framing).await,
@@ -190,8 +220,13 @@ async fn proxy(node: &Arc<Node>, mut to: NodeId, request: Request, deadline: Ins
 }
 
 /// Serves a request another node proxied here. Returns (redirect, answer):
-/// a redirect when this node does not serve it either.
-pub async fn serve_proxy(node: &Arc<Node>, body: Vec<u8>, framing: ProxyFraming, timeout_ms: u32) -> (bool, Vec<u8>) {
+/// when this node does not serve it either, the node it would send it to.
+pub async fn serve_proxy(
+    node: &Arc<Node>,
+    body: Vec<u8>,
+    framing: ProxyFraming,
+    timeout_ms: u32,
+) -> (Option<NodeId>, Vec<u8>) {
     let request = Request {
         body,
         framing: match framing {
@@ -204,15 +239,18 @@ pub async fn serve_proxy(node: &Arc<Node>, body: Vec<u8>, framing: ProxyFraming,
     match run_here(node, &request, true, false) {
         Ok((answer, waits)) => {
             bump(&node.cluster.counters.from_proxy_complete);
-            (false, finish(answer, waits, request.framing).await)
+            (None, finish(answer, waits, request.framing).await)
         }
-        Err(Remote::Proxy { .. }) => {
+        Err(Remote::Proxy { to, .. }) => {
             bump(&node.cluster.counters.from_proxy_redirect);
-            (true, Vec::new())
+            (Some(to), Vec::new())
         }
         Err(remote) => {
             bump(&node.cluster.counters.from_proxy_complete);
-            (false, complete_until(Arc::clone(node), remote, deadline).await)
+            (
+                None,
+                complete_until(Arc::clone(node), remote, deadline).await,
+            )
         }
     }
 }
@@ -290,7 +328,12 @@ async fn replicate(node: &Arc<Node>, replication: Replication, deadline: Instant
         ..
     } = replication;
     let counters = &node.cluster.counters;
-    let Some(name) = node.store.namespaces().get(namespace).map(|ns| ns.name().to_owned()) else {
+    let Some(name) = node
+        .store
+        .namespaces()
+        .get(namespace)
+        .map(|ns| ns.name().to_owned())
+    else {
         return answer;
     };
     if commit_master {
@@ -298,12 +341,33 @@ async fn replicate(node: &Arc<Node>, replication: Replication, deadline: Instant
         let node = Arc::clone(node);
         tokio::task::spawn_local(async move {
             let _guard = guard;
-            send_copies(&node, namespace, pid, &name, cluster_key, to, &copy, deadline).await;
+            send_copies(
+                &node,
+                namespace,
+                pid,
+                &name,
+                cluster_key,
+                to,
+                &copy,
+                deadline,
+            )
+            .await;
         });
         return answer;
     }
     let _guard = guard;
-    if send_copies(node, namespace, pid, &name, cluster_key, to, &copy, deadline).await {
+    if send_copies(
+        node,
+        namespace,
+        pid,
+        &name,
+        cluster_key,
+        to,
+        &copy,
+        deadline,
+    )
+    .await
+    {
         answer
     } else {
         bump(&counters.replica_write_timeouts);
@@ -390,13 +454,20 @@ pub struct BlockingRunner {
 impl RemoteRunner for BlockingRunner {
     fn run_blocking(&self, remote: Remote) -> Vec<u8> {
         let framing = match &remote {
-            Remote::Proxy { request, .. } | Remote::Again { request } | Remote::Resolve { request, .. } => {
-                request.framing
-            }
+            Remote::Proxy { request, .. }
+            | Remote::Again { request }
+            | Remote::Resolve { request, .. } => request.framing,
             Remote::Replicate(replication) => replication.framing,
         };
         let (sender, receiver) = std::sync::mpsc::channel();
-        if self.jobs.send(BlockingJob { remote, answer: sender }).is_err() {
+        if self
+            .jobs
+            .send(BlockingJob {
+                remote,
+                answer: sender,
+            })
+            .is_err()
+        {
             return timeout_answer(framing);
         }
         receiver.recv().unwrap_or_else(|_| timeout_answer(framing))
@@ -451,9 +522,16 @@ pub fn apply_metadata(node: &Node, item: &Item) {
         return;
     };
     match ns.truncate(set.map(str::as_bytes), before_ms) {
-        Ok(_) => tracing::info!(target: "cluster", namespace, set, before_ms, "truncated (cluster-wide)"),
+        Ok(_) => {
+            tracing::info!(target: "cluster", namespace, set, before_ms, "truncated (cluster-wide)")
+        }
         Err(error) => tracing::warn!(%error, "truncation not persisted"),
     }
+    // The records are gone for clients already; a sweep frees them.
+    let ns = Arc::clone(ns);
+    let _ = std::thread::Builder::new()
+        .name("truncate".into())
+        .spawn(move || ns.sweep(bolide_types::now_citrusleaf_seconds()));
 }
 
 /// Asks the cluster to truncate everywhere.
