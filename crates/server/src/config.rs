@@ -30,6 +30,10 @@ pub struct Config {
     pub fabric_address: Option<IpAddr>,
     pub heartbeat_address: Option<IpAddr>,
     pub heartbeat_port: u16,
+    /// A `heartbeat` block is configured: the node listens for other nodes
+    /// (heartbeat and fabric ports) and clusters with them. Without one it
+    /// is a cluster of one that opens no other port.
+    pub clustering: bool,
     pub heartbeat_mode: String,
     pub heartbeat_interval_ms: u64,
     pub heartbeat_timeout: u64,
@@ -90,6 +94,7 @@ impl Default for Config {
             fabric_address: None,
             heartbeat_address: None,
             heartbeat_port: 3002,
+            clustering: false,
             heartbeat_mode: "mesh".to_owned(),
             heartbeat_interval_ms: 150,
             heartbeat_timeout: 10,
@@ -411,6 +416,9 @@ impl Config {
                     "expected a sub-context (service, heartbeat, fabric, info) in network",
                 ));
             };
+            if head.name == "heartbeat" {
+                self.clustering = true;
+            }
             for directive in directives(items, head.name)? {
                 match (head.name, directive.name) {
                     ("service", "address") => self.service_address = address(directive)?,

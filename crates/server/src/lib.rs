@@ -47,9 +47,13 @@ pub fn run(config: Config) -> Result<(), String> {
     if let Some(port) = config.info_port {
         listeners.push(bind(SocketAddr::new(config.service_address, port))?);
     }
-    let fabric_listener =
-        bind(node.cluster.fabric_bind).map_err(|error| format!("fabric: {error}"))?;
-    let heartbeat_listener = cluster::heartbeat::bind(&node)?;
+    // Only a node configured to cluster listens for other nodes.
+    let (fabric_listener, heartbeat_listener) = if config.clustering {
+        let fabric = bind(node.cluster.fabric_bind).map_err(|error| format!("fabric: {error}"))?;
+        (Some(fabric), Some(cluster::heartbeat::bind(&node)?))
+    } else {
+        (None, None)
+    };
     if let Some(path) = &config.pidfile {
         std::fs::write(path, format!("{}\n", std::process::id()))
             .map_err(|error| format!("cannot write pidfile {}: {error}", path.display()))?;
@@ -148,12 +152,12 @@ pub(crate) fn bind(address: SocketAddr) -> Result<TcpListener, String> {
 async fn accept(
     node: Arc<Node>,
     listeners: Vec<TcpListener>,
-    fabric_listener: TcpListener,
+    fabric_listener: Option<TcpListener>,
     loops: Vec<mpsc::UnboundedSender<Incoming>>,
     mut signals: Signals,
 ) -> Result<(), String> {
     let (connections, mut incoming) = mpsc::unbounded_channel();
-    {
+    if let Some(fabric_listener) = fabric_listener {
         // Fabric connections from other nodes, dealt to the event loops
         // like clients (they serve replica writes and proxies).
         let address = fabric_listener

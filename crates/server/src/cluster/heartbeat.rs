@@ -54,8 +54,9 @@ fn entropy() -> OsEntropy {
     }
 }
 
-/// Starts the cluster thread on an already bound heartbeat listener.
-pub fn start(node: Arc<Node>, listener: std::net::TcpListener) -> Result<(), String> {
+/// Starts the cluster thread, on an already bound heartbeat listener if the
+/// node clusters (without one it stays a cluster of one).
+pub fn start(node: Arc<Node>, listener: Option<std::net::TcpListener>) -> Result<(), String> {
     let events = node
         .cluster
         .take_events()
@@ -110,7 +111,7 @@ fn initial_versions(node: &Node, entropy: &mut OsEntropy) -> Vec<Vec<Version>> {
 
 async fn run(
     node: Arc<Node>,
-    listener: std::net::TcpListener,
+    listener: Option<std::net::TcpListener>,
     mut events: mpsc::UnboundedReceiver<Event>,
 ) {
     let service = &node.cluster;
@@ -138,11 +139,13 @@ async fn run(
         monotonic_ms(),
     );
     let (inbound, mut inbound_receiver) = mpsc::unbounded_channel::<Envelope>();
-    match TcpListener::from_std(listener) {
-        Ok(listener) => {
-            tokio::task::spawn_local(accept(Arc::clone(&node), listener, inbound));
+    if let Some(listener) = listener {
+        match TcpListener::from_std(listener) {
+            Ok(listener) => {
+                tokio::task::spawn_local(accept(Arc::clone(&node), listener, inbound));
+            }
+            Err(error) => tracing::error!(%error, "cannot listen for heartbeats"),
         }
-        Err(error) => tracing::error!(%error, "cannot listen for heartbeats"),
     }
     let mut dialers = Dialers::default();
     let mut ticker = tokio::time::interval(TICK);
