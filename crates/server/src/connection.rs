@@ -3,6 +3,7 @@
 //! this event loop's thread; pipelined requests are answered in order.
 
 use crate::info;
+use crate::latency::Timing;
 use crate::node::Node;
 use bolide_transaction::{Cluster, Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
@@ -58,6 +59,7 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut scratch = Scratch::default();
+    let mut timing = Timing::new(&node.latencies);
     let idle = match node.config.proto_fd_idle_ms {
         0 => None,
         ms => Some(Duration::from_millis(ms)),
@@ -72,7 +74,16 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
             match frame_length(&input) {
                 Ok(Some((header, total))) => {
                     let body = input.get(PROTO_HEADER_BYTES..total).unwrap_or_default();
-                    match dispatch(node, header, body, local, &mut output, &mut scratch) {
+                    let answer = dispatch(
+                        node,
+                        header,
+                        body,
+                        local,
+                        &mut output,
+                        &mut scratch,
+                        &mut timing,
+                    );
+                    match answer {
                         Ok(Outcome::Answered) => input.advance(total),
                         Ok(Outcome::Remote(work)) => {
                             input.advance(total);
@@ -82,6 +93,7 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
                         Ok(Outcome::Stream(stream_job)) => {
                             // Answers before it go out first; frames after it wait.
                             input.advance(total);
+                            timing.stream_started();
                             job = Some(stream_job);
                             break;
                         }
@@ -125,6 +137,7 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
             if let Err(error) = stream.write_all(&output).await {
                 return Close::Io(error);
             }
+            timing.written();
             output.clear();
             if output.capacity() > BUFFER_KEEP_BYTES {
                 output.shrink_to(READ_CHUNK_BYTES);
@@ -134,6 +147,7 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
             if let Err(error) = stream_job(stream, job).await {
                 return Close::Io(error);
             }
+            timing.stream_done();
             continue;
         }
         if let Some(close) = failure {
@@ -153,7 +167,7 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
         };
         match read {
             Ok(0) => return Close::Peer,
-            Ok(_) => {}
+            Ok(_) => timing.arrived(),
             Err(error) => return Close::Io(error),
         }
     }
@@ -298,9 +312,11 @@ fn dispatch(
     local: SocketAddr,
     output: &mut Vec<u8>,
     scratch: &mut Scratch,
+    timing: &mut Timing<'_>,
 ) -> Result<Outcome, Close> {
     match header.message_type {
         MessageType::Message => {
+            timing.answered(body);
             let routing = node.cluster.routing.load();
             let cluster = Cluster {
                 runner: Some(&node.runner),
@@ -333,6 +349,7 @@ fn dispatch(
                 return Err(Close::BadCompressed);
             }
             let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
+            timing.answered(inner_body);
             let routing = node.cluster.routing.load();
             let cluster = Cluster {
                 runner: Some(&node.runner),

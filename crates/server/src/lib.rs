@@ -9,7 +9,10 @@
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod http;
 pub mod info;
+mod info_sindex;
+pub mod latency;
 pub mod node;
 pub mod supervisor;
 
@@ -67,11 +70,18 @@ pub fn run(config: Config) -> Result<(), String> {
         let node = node.clone();
         std::thread::Builder::new()
             .name(format!("service-{index}"))
-            .spawn(move || event_loop(node, receiver))
+            .spawn(move || {
+                node.latencies.bind_thread(index);
+                event_loop(node, receiver)
+            })
             .map_err(|error| format!("cannot start service thread: {error}"))?;
         loops.push(sender);
     }
+    if let Some(address) = http::start(node.clone())? {
+        tracing::info!(%address, "http: /metrics and the console");
+    }
     supervisor::start(node.clone());
+    latency::start_ticker(node.clone());
     cluster::migrate::start(node.clone())?;
     cluster::remote::start_fabric_thread(node.clone())?;
     cluster::heartbeat::start(node.clone(), heartbeat_listener)?;

@@ -4,8 +4,10 @@
 use crate::cluster::remote::BlockingRunner;
 use crate::cluster::ClusterService;
 use crate::config::Config;
+use crate::latency::Latencies;
 use bolide_store::Store;
 use bolide_transaction::RemoteRunner;
+use bolide_transaction::Services;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,6 +19,8 @@ pub const PROTOCOL_BUILD: &str = "8.1.0.0";
 pub struct Node {
     pub config: Config,
     pub store: Store,
+    /// Secondary indexes and UDF modules (also attached to the store).
+    pub services: Arc<Services>,
     pub node_id: u64,
     pub cluster: ClusterService,
     /// Carries out batch rows' work on other nodes (from blocking threads).
@@ -28,6 +32,8 @@ pub struct Node {
     pub info_requests: AtomicU64,
     pub admin_requests: AtomicU64,
     pub bad_frames: AtomicU64,
+    /// Latency histograms (`latencies:`, `/metrics`, the console).
+    pub latencies: Latencies,
 }
 
 impl Node {
@@ -42,9 +48,20 @@ impl Node {
         let runner: Arc<dyn RemoteRunner> = Arc::new(BlockingRunner {
             jobs: cluster.blocking.clone(),
         });
+        let latencies = Latencies::new(
+            store.namespaces().iter().map(|ns| ns.name()),
+            config.service_threads,
+        );
+        // Index population is background work, like defragmentation.
+        let services = Services::open(
+            &store,
+            config.work_directory.as_deref(),
+            Arc::new(|| crate::connection::set_thread_nice(crate::connection::BACKGROUND_NICE)),
+        )?;
         Ok(Node {
             config,
             store,
+            services,
             node_id,
             cluster,
             runner,
@@ -55,6 +72,7 @@ impl Node {
             info_requests: AtomicU64::new(0),
             admin_requests: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
+            latencies,
         })
     }
 
