@@ -46,8 +46,11 @@ def parse_kv(text: str) -> Dict[str, str]:
 
 
 class Node:
-    def __init__(self, index: int, root: Path, seed_heartbeat: Optional[int]):
+    def __init__(self, index: int, root: Path, seed_heartbeat: Optional[int], host: str = "127.0.0.1",
+                 seed_host: str = "127.0.0.1"):
         self.index = index
+        self.host = host
+        self.seed_host = seed_host
         self.node_id = f"A{index + 1}"
         self.port, self.fabric_port, self.heartbeat_port, self.info_port = free_ports(4)
         self.dir = root / f"node{index + 1}"
@@ -78,8 +81,12 @@ class LocalCluster:
         heartbeat: Optional[Dict[str, str]] = None,
         service: Optional[Dict[str, str]] = None,
         binary: Optional[Path] = None,
+        hosts: Optional[List[str]] = None,
     ):
         self.binary = Path(binary) if binary else bolided_path()
+        # One loopback address per node (a network namespace can cut
+        # traffic between them); all on 127.0.0.1 by default.
+        self.hosts = hosts
         self.root = Path(tempfile.mkdtemp(prefix="bolide-cluster-"))
         self.namespace = {"replication-factor": "2", "default-ttl": "0", "nsup-period": "1"}
         self.namespace.update(namespace or {})
@@ -97,7 +104,10 @@ class LocalCluster:
     def add_node(self, start: bool = True, cluster_name: Optional[str] = None,
                  namespace: Optional[Dict[str, str]] = None) -> Node:
         seed = self.nodes[0].heartbeat_port if self.nodes else None
-        node = Node(len(self.nodes), self.root, seed)
+        index = len(self.nodes)
+        host = self.hosts[index] if self.hosts else "127.0.0.1"
+        seed_host = self.nodes[0].host if self.nodes else host
+        node = Node(index, self.root, seed, host=host, seed_host=seed_host)
         node.cluster_name = cluster_name or self.cluster_name
         node.namespace = dict(self.namespace)
         node.namespace.update(namespace or {})
@@ -123,22 +133,22 @@ class LocalCluster:
             "}",
             "network {",
             "    service {",
-            "        address 127.0.0.1",
+            f"        address {node.host}",
             f"        port {node.port}",
             "    }",
             "    heartbeat {",
             "        mode mesh",
-            "        address 127.0.0.1",
+            f"        address {node.host}",
             f"        port {node.heartbeat_port}",
         ]
         if node.seed_heartbeat is not None:
-            lines.append(f"        mesh-seed-address-port 127.0.0.1 {node.seed_heartbeat}")
+            lines.append(f"        mesh-seed-address-port {node.seed_host} {node.seed_heartbeat}")
         for k, v in self.heartbeat.items():
             lines.append(f"        {k} {v}")
         lines += [
             "    }",
             "    fabric {",
-            "        address 127.0.0.1",
+            f"        address {node.host}",
             f"        port {node.fabric_port}",
             "    }",
             "    info {",
@@ -177,7 +187,7 @@ class LocalCluster:
             if node.proc.poll() is not None:
                 raise RuntimeError(f"node {index} exited with {node.proc.returncode}:\n{self.log_tail(index)}")
             try:
-                with socket.create_connection(("127.0.0.1", node.port), timeout=0.5):
+                with socket.create_connection((node.host, node.port), timeout=0.5):
                     return node
             except OSError:
                 time.sleep(0.05)
@@ -248,7 +258,8 @@ class LocalCluster:
 
     # -- info ---------------------------------------------------------------
     def info(self, index: int, command: str, timeout: float = 5.0) -> str:
-        return wire.info_request(self.nodes[index].port, [command], timeout=timeout)[command]
+        node = self.nodes[index]
+        return wire.info_request(node.port, [command], timeout=timeout, host=node.host)[command]
 
     def stats(self, index: int) -> Dict[str, str]:
         return parse_kv(self.info(index, "statistics"))
@@ -301,7 +312,7 @@ class LocalCluster:
     # -- clients --------------------------------------------------------------
     def client_config(self, seed: int = 0, **extra) -> dict:
         cfg = {
-            "hosts": [("127.0.0.1", self.nodes[seed].port)],
+            "hosts": [(self.nodes[seed].host, self.nodes[seed].port)],
             "policies": {
                 "read": {"total_timeout": 3000, "max_retries": 2},
                 "write": {"total_timeout": 3000, "max_retries": 2},

@@ -163,13 +163,15 @@ async fn run_lane(
     channel: Channel,
     mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
 ) {
-    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&address)).await {
-        Ok(Ok(stream)) => stream,
-        _ => {
-            lane.close();
-            return;
-        }
-    };
+    let local = node.cluster.fabric_bind.ip();
+    let stream =
+        match tokio::time::timeout(CONNECT_TIMEOUT, super::connect_from(local, &address)).await {
+            Ok(Ok(stream)) => stream,
+            _ => {
+                lane.close();
+                return;
+            }
+        };
     let _ = stream.set_nodelay(true);
     bump(&node.cluster.counters.fabric_connections_opened);
     let (mut reader, mut writer) = stream.into_split();

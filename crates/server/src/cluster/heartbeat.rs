@@ -367,7 +367,9 @@ impl Dialers {
 async fn dial(node: Arc<Node>, endpoint: Endpoint, mut frames: mpsc::Receiver<Arc<Vec<u8>>>) {
     let address = endpoint.to_string();
     loop {
-        let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&address)).await;
+        let local = node.cluster.heartbeat_bind.ip();
+        let connected =
+            tokio::time::timeout(CONNECT_TIMEOUT, super::connect_from(local, &address)).await;
         let mut stream = match connected {
             Ok(Ok(stream)) => stream,
             _ => {

@@ -253,6 +253,31 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Connects to `address` (`host:port`) from `local` (the node's own
+/// heartbeat or fabric address, unless unspecified), so that traffic
+/// between nodes carries their addresses on both ends (firewall rules, and
+/// hosts with several addresses, rely on it).
+pub(crate) async fn connect_from(
+    local: IpAddr,
+    address: &str,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let mut last = None;
+    for target in tokio::net::lookup_host(address).await? {
+        let socket = match target {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        if !local.is_unspecified() && local.is_ipv4() == target.is_ipv4() {
+            socket.bind(SocketAddr::new(local, 0))?;
+        }
+        match socket.connect(target).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other(format!("{address}: no address"))))
+}
+
 /// Counts an increment of a relaxed counter.
 #[inline]
 pub fn bump(counter: &AtomicU64) {
