@@ -446,3 +446,48 @@ def test_truncate_on_one_node_truncates_everywhere():
             int(parse_kv(cluster.info(i, "sets/test/kept").replace(":", ";"))["objects"]) for i in range(3)
         )
         assert kept_copies == 1200, kept_copies
+
+
+@pytest.mark.time_limit(120)
+def test_indexes_and_udfs_are_cluster_wide_and_reach_a_later_node():
+    from aerospike import predicates
+
+    with LocalCluster(2) as cluster:
+        cluster.wait_stable()
+        client = cluster.client()
+        for i in range(300):
+            client.put(("test", "idx", i), {"n": i, "s": f"v{i % 3}"})
+        assert cluster.info(1, "sindex-create:namespace=test;set=idx;indexname=by_n;bin=n;type=numeric") == "ok"
+        source = b"function twice(rec, bin)\n  rec[bin] = rec[bin] * 2\n  aerospike:update(rec)\n  return rec[bin]\nend\n"
+        content = base64.b64encode(source).decode()
+        answer = cluster.info(
+            0, f"udf-put:filename=double.lua;content={content};content-len={len(content)};udf-type=LUA;"
+        )
+        assert answer in ("", "ok"), answer
+        # A node that joins later learns both.
+        cluster.add_node()
+        cluster.wait_stable(timeout=60)
+        for i in range(3):
+            wait_for(lambda: "indexname=by_n" in cluster.info(i, "sindex-list:namespace=test"), 10,
+                     f"node {i} to know the index")
+            wait_for(lambda: "filename=double.lua" in cluster.info(i, "udf-list"), 10,
+                     f"node {i} to know the UDF module")
+            wait_for(lambda: "load_pct=100" in cluster.info(i, "sindex/test/by_n"), 20,
+                     f"node {i} to build the index")
+        client = cluster.client()
+        wait_for(lambda: len(client.get_nodes()) == 3, 10, "the client to see 3 nodes")
+        query = client.query("test", "idx")
+        query.where(predicates.between("n", 100, 199))
+        found = sorted(r[2]["n"] for r in query.results())
+        assert found == list(range(100, 200))
+        # The UDF runs at each record's master and its write is replicated.
+        for i in range(0, 300, 7):
+            assert client.apply(("test", "idx", i), "double", "twice", ["n"]) == 2 * i
+        for i in range(0, 300, 7):
+            assert client.get(("test", "idx", i))[2]["n"] == 2 * i
+        copies = sum(int(cluster.ns_stats(i)["objects"]) for i in range(3))
+        assert copies == 600, copies
+        assert cluster.info(2, "sindex-delete:namespace=test;indexname=by_n") == "ok"
+        for i in range(3):
+            wait_for(lambda: "by_n" not in cluster.info(i, "sindex-list:namespace=test"), 10,
+                     f"node {i} to drop the index")

@@ -10,6 +10,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["bolide-types"]),
     // Beside the store: neither knows the other.
     ("cluster", &["bolide-types"]),
+    ("udf", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
         &[
@@ -17,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-udf",
         ],
     ),
     (
@@ -26,6 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-udf",
             "bolide-transaction",
         ],
     ),

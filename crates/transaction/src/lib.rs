@@ -17,6 +17,7 @@ mod cdt;
 pub mod cluster;
 mod expression;
 mod geo;
+pub mod jobs;
 pub mod metadata;
 mod ops;
 mod particle_ops;
@@ -25,39 +26,46 @@ mod read;
 mod scan;
 pub mod sindex;
 mod ttl;
+pub mod udf;
 mod write;
 
 pub use batch::{BatchJob, RemoteRunner};
 pub use cluster::{Cluster, GateGuard, Remote, Replication, Request, Standalone};
 pub use scan::ScanJob;
 
-/// The node's services above the store: secondary indexes (and UDF
-/// modules). Attached to the store (`Store::attach`) so every request
-/// reaches them.
+/// The node's services above the store: secondary indexes and UDF
+/// modules. Attached to every namespace (`Namespace::attach`), so every
+/// request reaches them.
 pub struct Services {
     pub sindexes: std::sync::Arc<sindex::Sindexes>,
+    pub udfs: std::sync::Arc<udf::modules::UdfModules>,
+    pub jobs: std::sync::Arc<jobs::Jobs>,
 }
 
 impl Services {
     /// Opens the services of `store`: metadata kept in `work_directory`
     /// (none: in memory only) is read back, indexes start populating, and
-    /// the services are attached to the store.
+    /// the services are attached to the namespaces.
     pub fn open(
         store: &Store,
         work_directory: Option<&std::path::Path>,
         background: sindex::Background,
     ) -> Result<std::sync::Arc<Services>, String> {
         let services = std::sync::Arc::new(Services {
-            sindexes: sindex::Sindexes::open(store, work_directory, background)?,
+            sindexes: sindex::Sindexes::open(store, work_directory, background.clone())?,
+            udfs: std::sync::Arc::new(udf::modules::UdfModules::open(work_directory)?),
+            jobs: std::sync::Arc::new(jobs::Jobs::new(background)),
         });
-        store.attach(services.clone());
+        for namespace in store.namespaces() {
+            namespace.attach(services.clone());
+        }
         Ok(services)
     }
 }
 
-/// The services attached to `store`, if any.
-pub fn services(store: &Store) -> Option<&Services> {
-    store.attached::<Services>()
+/// The services attached to `namespace`, if any.
+pub fn services(namespace: &Namespace) -> Option<&Services> {
+    namespace.attached::<Services>()
 }
 
 use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
@@ -299,7 +307,7 @@ fn route(
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
     }
-    if fields.udf || fields.transaction {
+    if fields.transaction {
         return Err(ResultCode::UnsupportedFeature);
     }
     let digest = fields.digest.ok_or(ResultCode::Parameter)?;
@@ -312,7 +320,7 @@ fn route(
         return Err(ResultCode::Unavailable);
     }
     let request = || cluster::keep_request_bytes(keep(), framing, header.transaction_ttl);
-    let is_write = header.info2 & info2::WRITE != 0;
+    let is_write = header.info2 & info2::WRITE != 0 || fields.udf;
     let proxy_to = |member: u8| -> Result<Option<Remote>, ResultCode> {
         let to = cluster
             .routing
@@ -360,7 +368,12 @@ fn route(
         scratch.capture = !destinations.is_empty();
         scratch.copy = None;
         let start = out.len();
-        let result = write::execute(namespace, &digest, message, filter, out, scratch, framing);
+        // A record UDF runs at the master like any write (it may write).
+        let result = if fields.udf {
+            udf::apply(namespace, &digest, message, filter, out, scratch, framing)
+        } else {
+            write::execute(namespace, &digest, message, filter, out, scratch, framing)
+        };
         scratch.capture = false;
         result?;
         let Some(copy) = scratch.copy.take() else {

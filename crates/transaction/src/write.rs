@@ -186,14 +186,9 @@ pub fn execute(
         (0, 0)
     } else {
         drop(bins);
-        let generation = match existing_meta {
-            Some(meta) => next_generation(meta.generation),
-            // A record written again after its delete continues from the
-            // tombstone, so every copy orders the two.
-            None => prior
-                .filter(|p| p.tombstone)
-                .map_or(1, |p| next_generation(p.generation)),
-        };
+        // A record written again after its delete continues from the
+        // tombstone, so every copy orders the two.
+        let generation = generation_after(existing_meta, prior);
         // A record keeps its set even when a request omits the set field.
         let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
         let meta = RecordMeta {
@@ -202,27 +197,7 @@ pub fn execute(
             last_update_ms: next_update_ms(namespace, set_id, prior, now_ms),
             set_id,
         };
-        let wait = writer
-            .put(digest, meta, &scratch.record)
-            .map_err(storage_error)?;
-        if prior.is_some_and(|p| p.tombstone) {
-            writer.clear_tombstone(digest);
-        }
-        scratch.add_commit_wait(wait);
-        if scratch.capture {
-            scratch.copy = Some(OwnedCopy {
-                digest: *digest,
-                generation,
-                last_update_ms: meta.last_update_ms,
-                void_time,
-                set_name: namespace
-                    .set_name(set_id)
-                    .unwrap_or_default()
-                    .as_bytes()
-                    .to_vec(),
-                record: Some(scratch.record.clone()),
-            });
-        }
+        store_record(namespace, &mut writer, digest, meta, prior, scratch)?;
         (generation, void_time)
     };
     drop(writer);
@@ -237,15 +212,60 @@ pub fn execute(
     Ok(())
 }
 
+/// Stores `scratch.record` under `meta`: forgets a tombstone it replaces,
+/// and leaves the record's image for the other holders when asked to.
+pub(crate) fn store_record(
+    namespace: &Namespace,
+    writer: &mut PartitionWriter<'_>,
+    digest: &Digest,
+    meta: RecordMeta,
+    prior: Option<Prior>,
+    scratch: &mut Scratch,
+) -> Result<(), ResultCode> {
+    let wait = writer
+        .put(digest, meta, &scratch.record)
+        .map_err(storage_error)?;
+    if prior.is_some_and(|p| p.tombstone) {
+        writer.clear_tombstone(digest);
+    }
+    scratch.add_commit_wait(wait);
+    if scratch.capture {
+        scratch.copy = Some(OwnedCopy {
+            digest: *digest,
+            generation: meta.generation,
+            last_update_ms: meta.last_update_ms,
+            void_time: meta.void_time,
+            set_name: namespace
+                .set_name(meta.set_id)
+                .unwrap_or_default()
+                .as_bytes()
+                .to_vec(),
+            record: Some(scratch.record.clone()),
+        });
+    }
+    Ok(())
+}
+
+/// The generation of a new version over `existing` (a live record) or,
+/// failing that, over the record's tombstone.
+pub(crate) fn generation_after(existing: Option<RecordMeta>, prior: Option<Prior>) -> u16 {
+    match existing {
+        Some(meta) => next_generation(meta.generation),
+        None => prior
+            .filter(|p| p.tombstone)
+            .map_or(1, |p| next_generation(p.generation)),
+    }
+}
+
 /// The generation and last-update time a write must follow.
 #[derive(Clone, Copy, Debug)]
-struct Prior {
+pub(crate) struct Prior {
     generation: u16,
     last_update_ms: u64,
     tombstone: bool,
 }
 
-fn prior_stamp(
+pub(crate) fn prior_stamp(
     namespace: &Namespace,
     writer: &PartitionWriter<'_>,
     digest: &Digest,
@@ -278,7 +298,12 @@ fn next_generation(generation: u16) -> u16 {
 /// The clock (after any truncation point), and always after the prior
 /// version, so that two writes of one record are ordered the same way on
 /// every copy even within one millisecond.
-fn next_update_ms(namespace: &Namespace, set_id: u16, prior: Option<Prior>, now_ms: u64) -> u64 {
+pub(crate) fn next_update_ms(
+    namespace: &Namespace,
+    set_id: u16,
+    prior: Option<Prior>,
+    now_ms: u64,
+) -> u64 {
     let stamp = namespace.update_stamp_ms(set_id, now_ms);
     match prior {
         Some(prior) => stamp.max(prior.last_update_ms + 1),
@@ -288,7 +313,7 @@ fn next_update_ms(namespace: &Namespace, set_id: u16, prior: Option<Prior>, now_
 
 /// Deletes a present record: in a replicated namespace it leaves a
 /// tombstone one generation on (and the copy for the other holders).
-fn delete_record(
+pub(crate) fn delete_record(
     namespace: &Namespace,
     writer: &mut PartitionWriter<'_>,
     digest: &Digest,

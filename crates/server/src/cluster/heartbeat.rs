@@ -161,8 +161,8 @@ async fn run(
             }
             Some(event) = events.recv() => match event {
                 Event::Data(event) => machine.data_event(event, monotonic_ms()),
-                Event::Metadata { module, key, value } => {
-                    machine.set_metadata(&module, &key, &value, false, wall_ms());
+                Event::Metadata { module, key, value, deleted } => {
+                    machine.set_metadata(&module, &key, &value, deleted, wall_ms());
                 }
                 Event::Recluster => {}
             },

@@ -36,11 +36,13 @@ use tokio::sync::mpsc;
 #[derive(Debug)]
 pub enum Event {
     Data(DataEvent),
-    /// Set a cluster-wide metadata item (a truncation, ...).
+    /// Set a cluster-wide metadata item (a truncation, an index
+    /// definition, a UDF module), or mark it deleted.
     Metadata {
         module: String,
         key: String,
         value: String,
+        deleted: bool,
     },
     /// Ask the principal to recompute the cluster now (`recluster:`).
     Recluster,
@@ -177,6 +179,16 @@ impl ClusterService {
     /// Tells the cluster thread something.
     pub fn send(&self, event: Event) {
         let _ = self.events.send(event);
+    }
+
+    /// Spreads a metadata item to every member (and later joiners).
+    pub fn share(&self, module: &str, key: &str, value: &str, deleted: bool) {
+        self.send(Event::Metadata {
+            module: module.to_owned(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+            deleted,
+        });
     }
 
     /// A copy of the state machine's figures.

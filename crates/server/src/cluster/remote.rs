@@ -5,8 +5,8 @@
 //! of it. All of it is bounded by the request's deadline (its own timeout,
 //! else `transaction-max-ms`); past it the client gets a timeout (9).
 
+use super::bump;
 use super::fabric::{call, copy_of, image_of, wins, FabricError};
-use super::{bump, Event};
 use crate::node::Node;
 use bolide_cluster::fabric::{code, Channel, Fabric, ProxyFraming};
 use bolide_cluster::metadata::Item;
@@ -507,10 +507,65 @@ pub fn start_fabric_thread(node: Arc<Node>) -> Result<(), String> {
 
 /// Applies a cluster-wide metadata item on this node.
 pub fn apply_metadata(node: &Node, item: &Item) {
-    if item.module != "truncate" || item.deleted {
+    match item.module.as_str() {
+        "truncate" if !item.deleted => apply_truncation(node, item),
+        "sindex" => apply_sindex(node, item),
+        "udf" => apply_udf(node, item),
+        _ => {}
+    }
+}
+
+/// An index definition from another node (or back from the cluster).
+fn apply_sindex(node: &Node, item: &Item) {
+    let sindexes = &node.services.sindexes;
+    if item.deleted {
+        if let Err(error) = sindexes.apply_remove(&item.key) {
+            tracing::warn!(target: "cluster", %error, "index drop from the cluster not applied");
+        }
         return;
     }
-    // key: "namespace" or "namespace|set"; value: cut-off, ms since 2010.
+    let text = format!("sindex-create:{}", item.value);
+    let command = bolide_wire::info::InfoCommand::parse(&text);
+    match bolide_transaction::sindex::definition::Definition::from_create(&command) {
+        Ok(definition) => {
+            if let Err(error) = sindexes.apply_set(definition) {
+                tracing::warn!(target: "cluster", %error, "index from the cluster not applied");
+            }
+        }
+        Err(error) => {
+            tracing::warn!(target: "cluster", ?error, "bad index definition from the cluster")
+        }
+    }
+}
+
+/// A UDF module from another node (or back from the cluster).
+fn apply_udf(node: &Node, item: &Item) {
+    use base64::Engine;
+    let udfs = &node.services.udfs;
+    if item.deleted {
+        if let Err(error) = udfs.apply_remove(&item.key) {
+            tracing::warn!(target: "cluster", %error, "UDF removal from the cluster not applied");
+        }
+        return;
+    }
+    let Ok(source) = base64::engine::general_purpose::STANDARD.decode(&item.value) else {
+        tracing::warn!(target: "cluster", module = item.key, "bad UDF module from the cluster");
+        return;
+    };
+    if udfs
+        .get(&item.key)
+        .is_some_and(|module| *module.source == *source)
+    {
+        return;
+    }
+    if let Err(error) = udfs.apply_set(&item.key, source) {
+        tracing::warn!(target: "cluster", %error, "UDF module from the cluster not applied");
+    }
+}
+
+/// A truncation from another node: `namespace` or `namespace|set`, cut-off
+/// in ms since 2010.
+fn apply_truncation(node: &Node, item: &Item) {
     let (namespace, set) = match item.key.split_once('|') {
         Some((namespace, set)) => (namespace, Some(set)),
         None => (item.key.as_str(), None),
@@ -540,9 +595,6 @@ pub fn truncate_cluster_wide(node: &Node, namespace: &str, set: Option<&str>, be
         Some(set) => format!("{namespace}|{set}"),
         None => namespace.to_owned(),
     };
-    node.cluster.send(Event::Metadata {
-        module: "truncate".to_owned(),
-        key,
-        value: before_ms.to_string(),
-    });
+    node.cluster
+        .share("truncate", &key, &before_ms.to_string(), false);
 }
