@@ -16,6 +16,7 @@ mod bits;
 mod cdt;
 mod expression;
 mod geo;
+mod hll;
 mod ops;
 mod particle_ops;
 mod read;

@@ -28,7 +28,7 @@ pub fn execute(
             exp_reads.push(expression::parse_op(op.value, false)?);
         } else if !matches!(
             op.op_type,
-            op_type::READ | op_type::CDT_READ | op_type::BIT_READ
+            op_type::READ | op_type::CDT_READ | op_type::BIT_READ | op_type::HLL_READ
         ) {
             return Err(if crate::ops::is_readable(op.op_type) {
                 ResultCode::UnsupportedFeature
@@ -97,7 +97,7 @@ pub fn execute(
                 }
                 continue;
             }
-            if op.op_type == op_type::BIT_READ {
+            if matches!(op.op_type, op_type::BIT_READ | op_type::HLL_READ) {
                 let bin = record
                     .bin(op.name)
                     .map(|bin| (bin.particle_type, bin.value));

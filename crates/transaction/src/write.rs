@@ -224,11 +224,18 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
             | op_type::CDT_MODIFY
             | op_type::EXP_MODIFY
             | op_type::BIT_READ
-            | op_type::BIT_MODIFY => {
+            | op_type::BIT_MODIFY
+            | op_type::HLL_READ
+            | op_type::HLL_MODIFY => {
                 if op.name.is_empty() || op.name.len() > BIN_NAME_BYTES_MAX {
                     return Err(ResultCode::BinName);
                 }
-                if replace && !matches!(op.op_type, op_type::CDT_READ | op_type::BIT_READ) {
+                if replace
+                    && !matches!(
+                        op.op_type,
+                        op_type::CDT_READ | op_type::BIT_READ | op_type::HLL_READ
+                    )
+                {
                     return Err(ResultCode::Parameter);
                 }
             }
@@ -396,7 +403,7 @@ fn apply<'a>(
             *result_count += 1;
             return Ok(());
         }
-        op_type::BIT_READ | op_type::BIT_MODIFY => {
+        op_type::BIT_READ | op_type::BIT_MODIFY | op_type::HLL_READ | op_type::HLL_MODIFY => {
             return crate::particle_ops::apply(
                 bins,
                 position,

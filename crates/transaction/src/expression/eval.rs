@@ -239,6 +239,28 @@ fn run_call(call: &super::Call, bin: Value<'_>, payload: &[u8]) -> Value<'static
                 Err(_) => return Value::Unknown,
             }
         }
+        // A modify on nil works as on a missing bin: insert and resize,
+        // init and add, list and map writes create the value.
+        (CallSystem::Cdt, Value::Nil) if call.modify => {
+            match crate::cdt::execute(None, payload, true) {
+                Ok(outcome) => call_result(outcome.bin),
+                Err(_) => return Value::Unknown,
+            }
+        }
+        (CallSystem::Bits, Value::Nil) if call.modify => match crate::bits::modify(None, payload) {
+            Ok(value) => call_result(value.map(|value| (particle::BLOB, value))),
+            Err(_) => return Value::Unknown,
+        },
+        (CallSystem::Hll, Value::Nil) if call.modify => match crate::hll::modify(None, payload) {
+            Ok((value, _)) => call_result(value.map(|value| (particle::HLL, value))),
+            Err(_) => return Value::Unknown,
+        },
+        (CallSystem::Hll, Value::Blob(particle::HLL, bytes)) => {
+            match crate::hll::call(&bytes, payload, call.modify) {
+                Ok(answer) => call_result(Some(answer)),
+                Err(_) => return Value::Unknown,
+            }
+        }
         _ => return Value::Unknown,
     };
     if kind_matches(&answer, call.result_kind) {
