@@ -162,3 +162,23 @@ def test_a_malformed_batch_is_answered_with_last(server, client, make_key):
     info3, code, _, _ = answers[0]
     assert info3 & INFO3_LAST and code == 4
     assert server.alive()
+
+
+def test_scan_with_bin_selection_skips_records_without_those_bins(client, make_key):
+    """The server does not send a record that has none of the selected
+    bins; Bolide sent it with no bins."""
+    set_name = "select-" + make_key("s")[2][-8:]
+    for i in range(6):
+        bins = {"a": i} if i % 2 == 0 else {"b": i}
+        client.put((NS, set_name, i), bins)
+    try:
+        scan = client.scan(NS, set_name)
+        scan.select("a")
+        found = sorted(b["a"] for _, _, b in scan.results())
+        assert found == [0, 2, 4]
+        query = client.query(NS, set_name)
+        query.select("b")
+        assert sorted(b["b"] for _, _, b in query.results()) == [1, 3, 5]
+    finally:
+        for i in range(6):
+            client.remove((NS, set_name, i))

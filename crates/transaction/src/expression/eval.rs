@@ -176,12 +176,12 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
         },
         Expr::Meta(op) => meta(*op, subject),
         Expr::DigestModulo(modulus) => {
-            // The last four digest bytes as a big-endian number: the Python
-            // client's own test expects `digest_modulo(256)` to be the last
-            // digest byte.
+            // Digest bytes 16..20 as the server reads them: a host-order
+            // (little-endian) u32. The remainder takes the dividend's sign,
+            // as in C, so a negative modulus works like its absolute value.
             let mut four = [0u8; 4];
             four.copy_from_slice(&subject.digest.0[16..20]);
-            Value::Int(i64::from(u32::from_be_bytes(four)) % modulus)
+            Value::Int(i64::from(u32::from_le_bytes(four)) % modulus)
         }
     }
 }

@@ -438,11 +438,12 @@ fn parse_call(
         }
         code::DIGEST_MODULO => {
             expect(1)?;
-            let modulus = reader.int().map_err(|_| ResultCode::Parameter)?;
-            if modulus <= 0 {
+            // The server keeps the low 32 bits, as a signed number.
+            let modulus = reader.int().map_err(|_| ResultCode::Parameter)? as i32;
+            if modulus == 0 {
                 return Err(ResultCode::Parameter);
             }
-            Expr::DigestModulo(modulus)
+            Expr::DigestModulo(i64::from(modulus))
         }
         code::DEVICE_SIZE
         | code::LAST_UPDATE
