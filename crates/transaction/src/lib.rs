@@ -20,6 +20,7 @@ mod hll;
 mod ops;
 mod particle_ops;
 mod read;
+mod read_touch;
 mod scan;
 mod ttl;
 mod write;
