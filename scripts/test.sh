@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The single test command for Bolide:  ./scripts/test.sh
 #
-# Needs only Rust (cargo with rustfmt + clippy), Go and Python 3.11 on PATH.
+# Needs Rust (cargo with rustfmt + clippy), Go, Python 3.11 and Node.js (npm) on PATH.
 # Sections: cargo fmt --check, clippy -D warnings, release build, cargo tests,
 # Go tools smoke test, the Go client's own test suite, Python client suite (official `aerospike` 19.x in
 # .venv). The build is fail-fast (everything else needs the binary); the other
 # sections all run and the script exits non-zero at the end if any failed.
+# The console tests need chromium (apt) and node/npm; they install
+# playwright-core into tests/console/node_modules.
 #
 # Env knobs:
 #   SKIP_RUST_CHECKS=1   skip fmt/clippy (quick local iterations)
@@ -42,9 +44,10 @@ if [[ "${SKIP_RUST_CHECKS:-0}" != 1 ]]; then
         cargo clippy --workspace --all-targets -- -D warnings
 fi
 
-section "cargo build --release -p bolide-server"
-cargo build --release -p bolide-server
+section "cargo build --release -p bolide-server -p bolide-bench"
+cargo build --release -p bolide-server -p bolide-bench
 export BOLIDED_BIN="$ROOT/target/release/bolided"
+export BOLIDE_BENCH_BIN="$ROOT/target/release/bolide-bench"
 [[ -x "$BOLIDED_BIN" ]] || { echo "missing $BOLIDED_BIN after build" >&2; exit 1; }
 
 section "redis-server + redis-benchmark (bolide-bench smoke and compare tests)"
@@ -58,6 +61,20 @@ fi
 redis-server --version
 
 stage "cargo test --workspace --release" cargo test --workspace --release
+
+# The web console in a real browser: Debian's chromium (and its driver)
+# from apt, playwright-core from npm (tests/console/package-lock.json).
+section "chromium + playwright-core (tests/console)"
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    else
+        echo "chromium is required: apt-get install chromium chromium-driver" >&2
+    fi
+fi
+chromium --version 2>/dev/null || true
+stage "console in a browser (tests/console)" bash -c \
+    'cd tests/console && npm ci --no-audit --no-fund --loglevel=error && npm test'
 
 section "python venv (.venv: aerospike 19.x + pytest)"
 PYTHON="${PYTHON:-python3}"

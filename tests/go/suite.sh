@@ -38,59 +38,20 @@ Aerospike Batch Write operations BatchUDF operations must return correct errors 
 Aerospike Batch Write operations BatchUDF operations must return the result with same ordering :: sindex/UDF: branch compat-sindex
 Aerospike Batch Write operations BatchUDF operations must return the results for single BatchUDF vs multiple :: sindex/UDF: branch compat-sindex
 Aerospike Batch Write operations BatchUDF operations must return the results when one operation is against an invalid namespace :: sindex/UDF: branch compat-sindex
-Aerospike Data operations on objects QueryObjects operations must query only relevant objects with the most complex structure possible :: sindex/UDF: branch compat-sindex
-Aerospike Data operations on objects QueryObjects operations must query only relevant objects, and close and return :: sindex/UDF: branch compat-sindex
 Aerospike Data operations on objects UDF Objects operations must serialize values to the lua function and deserialize into object, even if it is int :: sindex/UDF: branch compat-sindex
 Aerospike Data operations on objects UDF Objects operations must store and get values of types which implement Value interface using udf :: sindex/UDF: branch compat-sindex
 CDT Map Test should handle CDTs in UDFs :: sindex/UDF: branch compat-sindex
-Complex Index operations test Complex Index Creation Create non-existing complex index must create a complex Index for Lists :: sindex/UDF: branch compat-sindex
-Complex Index operations test Complex Index Creation Create non-existing complex index must create a complex Index for Map Keys :: sindex/UDF: branch compat-sindex
-Complex Index operations test Complex Index Creation Create non-existing complex index must create a complex Index for Map Values :: sindex/UDF: branch compat-sindex
-Expression Filters Generic Base64 encode/decode must work :: sindex/UDF: branch compat-sindex
-Expression Filters Generic expression and or and not must all work :: sindex/UDF: branch compat-sindex
-Expression Filters Generic expression must additionally filter indexed query results :: sindex/UDF: branch compat-sindex
-Expression Filters Generic expression must work with implied scan :: sindex/UDF: branch compat-sindex
-Expression Filters Generic server error with top level expression value node :: sindex/UDF: branch compat-sindex
-Geo Spacial Tests must Query a specific Point in Region and get only relevant records back :: sindex/UDF: branch compat-sindex
-Geo Spacial Tests must Query a specific Region Containing a Point and get only relevant records back :: sindex/UDF: branch compat-sindex
-Geo Spacial Tests must Query specific Points in Region denoted by a point and radius and get only relevant records back :: sindex/UDF: branch compat-sindex
-Index operations test Index creation Create non-existing index must create an Index :: sindex/UDF: branch compat-sindex
-Index operations test Index creation Create non-existing index must drop an Index :: sindex/UDF: branch compat-sindex
-Index operations test Index creation Create non-existing index must drop an Index, and recreate it again to verify :: sindex/UDF: branch compat-sindex
 Query Aggregate operations must handle running an aggregate query on a set that does not exist without timing out :: sindex/UDF: branch compat-sindex
 Query Aggregate operations must return Sum and Count to the client :: sindex/UDF: branch compat-sindex
 Query Aggregate operations must return the sum of specified bin to the client :: sindex/UDF: branch compat-sindex
-Query operations must Cancel Query abruptly :: sindex/UDF: branch compat-sindex
-Query operations must Query a range and get all records back :: sindex/UDF: branch compat-sindex
-Query operations must Query a range and get all records back with policy.RecordsPerSecond set :: sindex/UDF: branch compat-sindex
-Query operations must Query a range and get all records back without the Bin Data :: sindex/UDF: branch compat-sindex
-Query operations must Query a specific range and get only relevant records back :: sindex/UDF: branch compat-sindex
 Query operations must Query a specific range by applying a udf filter and get only relevant records back :: sindex/UDF: branch compat-sindex
-Query operations must Query and get all partition records back for a specified key and filter :: sindex/UDF: branch compat-sindex
-Query operations must Query and get all partition records back for a specified partition range :: sindex/UDF: branch compat-sindex
-Query operations must Query and get all records back for a specified node using Results() channel :: sindex/UDF: branch compat-sindex
-Query operations must Query per key partition and get all partition records back for a specified key and filter :: sindex/UDF: branch compat-sindex
 Query operations must Query specific equality filters and apply operations on the records :: sindex/UDF: branch compat-sindex
 Query operations must Query specific equality filters and apply operations on the records without filters :: sindex/UDF: branch compat-sindex
-Query operations must Query specific equality filters and get only relevant records back :: sindex/UDF: branch compat-sindex
-Query operations must Scan and get all partition records back for a specified key :: sindex/UDF: branch compat-sindex
-Query operations must allow reusing the same statement for multiple Query calls without errors :: sindex/UDF: branch compat-sindex
 Query operations must allow reusing the same statement for multiple QueryExecute calls without errors :: sindex/UDF: branch compat-sindex
 Query operations must handle a Query on a non-existing set without timing out :: sindex/UDF: branch compat-sindex
 Query operations must not return server errors when QueryExecute is called with BinNames in scan mode (no filter) :: sindex/UDF: branch compat-sindex
 Query operations must not return server errors when QueryExecute is called with BinNames populated :: sindex/UDF: branch compat-sindex
-Query operations must return an error if read operations are requested in a background query :: sindex/UDF: branch compat-sindex
-Query operations must return error if query on non-indexed field :: sindex/UDF: branch compat-sindex
-Query operations must return error on a Query when index is not found :: sindex/UDF: branch compat-sindex
-Query operations must return the error for invalid expression :: sindex/UDF: branch compat-sindex
 Query operations must validate taskId for background query jobs using query-show info command :: sindex/UDF: branch compat-sindex
-Query operations on complex types must Query a key in map and get only relevant records back :: sindex/UDF: branch compat-sindex
-Query operations on complex types must Query a specific element in list and get only relevant records back :: sindex/UDF: branch compat-sindex
-Query operations on complex types must Query a specific non-existig element in list and get no records back :: sindex/UDF: branch compat-sindex
-Query operations on complex types must Query a specific non-existig key in map and get no records back :: sindex/UDF: branch compat-sindex
-Query operations on complex types must Query a specific non-existig value in map and get no records back :: sindex/UDF: branch compat-sindex
-Query operations on complex types must Query a value in map and get only relevant records back :: sindex/UDF: branch compat-sindex
-Query operations with Context must Query with a Context :: sindex/UDF: branch compat-sindex
 Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific list element :: sindex/UDF: branch compat-sindex
 Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific map key :: sindex/UDF: branch compat-sindex
 Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific map value :: sindex/UDF: branch compat-sindex

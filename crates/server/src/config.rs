@@ -10,6 +10,10 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+/// The HTTP port (`/metrics`, the console) of a node started without a
+/// configuration file.
+pub const DEFAULT_HTTP_PORT: u16 = 8081;
+
 /// The node's whole configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -19,6 +23,9 @@ pub struct Config {
     pub proto_fd_max: usize,
     pub proto_fd_idle_ms: u64,
     pub pidfile: Option<PathBuf>,
+    /// Where node metadata (secondary index definitions, UDF modules) is
+    /// kept; None: in memory only.
+    pub work_directory: Option<PathBuf>,
     pub log_level: String,
     pub log_file: Option<PathBuf>,
     pub service_address: IpAddr,
@@ -32,6 +39,12 @@ pub struct Config {
     pub heartbeat_timeout: u64,
     pub mesh_seeds: Vec<(String, u16)>,
     pub stop_writes_sys_memory_pct: u32,
+    /// Seconds per `latencies:` time slice (`ticker-interval`).
+    pub ticker_interval_seconds: u64,
+    /// `network { http { address; port } }`: `/metrics` and the console;
+    /// off (None) unless configured, on 127.0.0.1:8081 without a file.
+    pub http_address: IpAddr,
+    pub http_port: Option<u16>,
     pub namespaces: Vec<NamespaceConfig>,
 }
 
@@ -69,6 +82,7 @@ impl Default for Config {
             proto_fd_max: 15_000,
             proto_fd_idle_ms: 0,
             pidfile: None,
+            work_directory: None,
             log_level: "info".to_owned(),
             log_file: None,
             service_address: IpAddr::from([127, 0, 0, 1]),
@@ -82,6 +96,9 @@ impl Default for Config {
             heartbeat_timeout: 10,
             mesh_seeds: Vec::new(),
             stop_writes_sys_memory_pct: 90,
+            ticker_interval_seconds: 10,
+            http_address: IpAddr::from([127, 0, 0, 1]),
+            http_port: Some(DEFAULT_HTTP_PORT),
             namespaces: vec![NamespaceConfig::with_name("test")],
         }
     }
@@ -251,6 +268,7 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let mut config = Config {
             namespaces: Vec::new(),
+            http_port: None,
             ..Config::default()
         };
         for item in tree(text)? {
@@ -308,11 +326,18 @@ impl Config {
                 }
                 "proto-fd-max" => self.proto_fd_max = directive.number()?,
                 "proto-fd-idle-ms" => self.proto_fd_idle_ms = directive.number()?,
+                "ticker-interval" => {
+                    self.ticker_interval_seconds = directive.number()?;
+                    if !(1..=86_400).contains(&self.ticker_interval_seconds) {
+                        return Err(directive.error("ticker-interval must be 1 to 86400 seconds"));
+                    }
+                }
                 "pidfile" => self.pidfile = Some(PathBuf::from(directive.one()?)),
                 "stop-writes-sys-memory-pct" => {
                     self.stop_writes_sys_memory_pct = directive.percent()?
                 }
-                "user" | "group" | "paxos-single-replica-limit" | "work-directory" => {}
+                "work-directory" => self.work_directory = Some(PathBuf::from(directive.one()?)),
+                "user" | "group" | "paxos-single-replica-limit" => {}
                 _ => return Err(directive.error("unknown directive in service context")),
             }
         }
@@ -403,10 +428,12 @@ impl Config {
                         address(directive)?;
                     }
                     ("info", "port") => self.info_port = Some(directive.number()?),
+                    ("http", "port") => self.http_port = Some(directive.number()?),
+                    ("http", "address") => self.http_address = address(directive)?,
                     ("info", "address") => {
                         address(directive)?;
                     }
-                    ("service" | "heartbeat" | "fabric" | "info", _) => {
+                    ("service" | "heartbeat" | "fabric" | "info" | "http", _) => {
                         return Err(directive.error(format!(
                             "unknown directive in network {} context",
                             head.name
@@ -414,7 +441,7 @@ impl Config {
                     }
                     _ => {
                         return Err(head.error(
-                            "unknown network sub-context (service, heartbeat, fabric, info)",
+                            "unknown network sub-context (service, heartbeat, fabric, info, http)",
                         ))
                     }
                 }
@@ -701,5 +728,30 @@ namespace legacy {
         assert!(Config::parse("service {\n}\n").is_err(), "no namespace");
         let error = Config::parse("namespace t {\n stop-writes-pct 120\n}\n").expect_err("percent");
         assert_eq!(error.line, 2);
+    }
+
+    #[test]
+    fn http_is_off_unless_configured_and_on_without_a_file() {
+        assert_eq!(Config::default().http_port, Some(DEFAULT_HTTP_PORT));
+        assert_eq!(Config::default().http_address, IpAddr::from([127, 0, 0, 1]));
+        let config = Config::parse("namespace test {\n}\n").expect("valid");
+        assert_eq!(config.http_port, None);
+        assert_eq!(config.ticker_interval_seconds, 10);
+        let config = Config::parse(
+            "service {\n ticker-interval 2\n}\nnetwork {\n http {\n  address any\n  port 9145\n }\n}\nnamespace test {\n}\n",
+        )
+        .expect("valid");
+        assert_eq!(config.http_port, Some(9145));
+        assert_eq!(config.http_address, IpAddr::from([0, 0, 0, 0]));
+        assert_eq!(config.ticker_interval_seconds, 2);
+        let error = Config::parse("network {\n http {\n  prot 1\n }\n}\nnamespace test {\n}\n")
+            .expect_err("typo");
+        assert_eq!((error.line, error.directive.as_str()), (3, "prot"));
+        let error = Config::parse("service {\n ticker-interval 0\n}\nnamespace test {\n}\n")
+            .expect_err("zero");
+        assert_eq!(
+            (error.line, error.directive.as_str()),
+            (2, "ticker-interval")
+        );
     }
 }

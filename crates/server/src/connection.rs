@@ -3,6 +3,7 @@
 //! this event loop's thread; pipelined requests are answered in order.
 
 use crate::info;
+use crate::latency::Timing;
 use crate::node::Node;
 use bolide_transaction::{Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
@@ -58,6 +59,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut scratch = Scratch::default();
+    let mut timing = Timing::new(&node.latencies);
     let idle = match node.config.proto_fd_idle_ms {
         0 => None,
         ms => Some(Duration::from_millis(ms)),
@@ -70,11 +72,21 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             match frame_length(&input) {
                 Ok(Some((header, total))) => {
                     let body = input.get(PROTO_HEADER_BYTES..total).unwrap_or_default();
-                    match dispatch(node, header, body, local, &mut output, &mut scratch) {
+                    let answer = dispatch(
+                        node,
+                        header,
+                        body,
+                        local,
+                        &mut output,
+                        &mut scratch,
+                        &mut timing,
+                    );
+                    match answer {
                         Ok(Outcome::Answered) => input.advance(total),
                         Ok(Outcome::Stream(stream_job)) => {
                             // Answers before it go out first; frames after it wait.
                             input.advance(total);
+                            timing.stream_started();
                             job = Some(stream_job);
                             break;
                         }
@@ -102,6 +114,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             if let Err(error) = stream.write_all(&output).await {
                 return Close::Io(error);
             }
+            timing.written();
             output.clear();
             if output.capacity() > BUFFER_KEEP_BYTES {
                 output.shrink_to(READ_CHUNK_BYTES);
@@ -111,6 +124,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             if let Err(error) = stream_job(stream, job).await {
                 return Close::Io(error);
             }
+            timing.stream_done();
             continue;
         }
         if let Some(close) = failure {
@@ -130,7 +144,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
         };
         match read {
             Ok(0) => return Close::Peer,
-            Ok(_) => {}
+            Ok(_) => timing.arrived(),
             Err(error) => return Close::Io(error),
         }
     }
@@ -275,15 +289,17 @@ fn dispatch(
     local: SocketAddr,
     output: &mut Vec<u8>,
     scratch: &mut Scratch,
+    timing: &mut Timing<'_>,
 ) -> Result<Outcome, Close> {
     match header.message_type {
         MessageType::Message => {
+            timing.answered(body);
             return Ok(bolide_transaction::execute(
                 &node.store,
                 body,
                 output,
                 scratch,
-            ))
+            ));
         }
         MessageType::Info => {
             node.info_requests.fetch_add(1, Relaxed);
@@ -304,6 +320,7 @@ fn dispatch(
                 return Err(Close::BadCompressed);
             }
             let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
+            timing.answered(inner_body);
             return Ok(bolide_transaction::execute(
                 &node.store,
                 inner_body,

@@ -123,6 +123,8 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "user-agents" => String::new(),
         "cluster-stable" | "cluster-key" => format!("{:X}", node.node_id ^ 0x5A5A),
         "statistics" => statistics(node),
+        "latencies" => node.latencies.info_latencies(command.param("hist")),
+        "latency-histograms" => node.latencies.info_histograms(command.param("hist")),
         "namespace" => match command
             .path
             .first()
@@ -140,8 +142,9 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             "ERROR:4:truncate-undo is not supported".to_owned()
         }
         "best-practices" => "failed_best_practices=none".to_owned(),
-        "health-outliers" | "udf-list" | "sindex-list" | "sindex" | "query-show" | "scan-show"
-        | "jobs" => String::new(),
+        "sindex-create" | "sindex-delete" | "sindex-exists" | "sindex-list" | "sindex-stat"
+        | "sindex" => crate::info_sindex::answer(node, command),
+        "health-outliers" | "udf-list" | "query-show" | "scan-show" | "jobs" => String::new(),
         "logs" => "0:stderr".to_owned(),
         "status" => "ok".to_owned(),
         _ => "ERROR:4:unrecognized command".to_owned(),

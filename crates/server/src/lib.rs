@@ -8,7 +8,10 @@
 
 pub mod config;
 pub mod connection;
+pub mod http;
 pub mod info;
+mod info_sindex;
+pub mod latency;
 pub mod node;
 pub mod supervisor;
 
@@ -59,11 +62,18 @@ pub fn run(config: Config) -> Result<(), String> {
         let node = node.clone();
         std::thread::Builder::new()
             .name(format!("service-{index}"))
-            .spawn(move || event_loop(node, receiver))
+            .spawn(move || {
+                node.latencies.bind_thread(index);
+                event_loop(node, receiver)
+            })
             .map_err(|error| format!("cannot start service thread: {error}"))?;
         loops.push(sender);
     }
+    if let Some(address) = http::start(node.clone())? {
+        tracing::info!(%address, "http: /metrics and the console");
+    }
     supervisor::start(node.clone());
+    latency::start_ticker(node.clone());
 
     runtime.block_on(accept(node.clone(), listeners, loops, signals))?;
     tracing::info!("shutting down");

@@ -2,8 +2,11 @@
 //! by every event loop.
 
 use crate::config::Config;
+use crate::latency::Latencies;
 use bolide_store::Store;
+use bolide_transaction::Services;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The protocol version the node reports in `build`. Clients switch
@@ -13,6 +16,8 @@ pub const PROTOCOL_BUILD: &str = "8.1.0.0";
 pub struct Node {
     pub config: Config,
     pub store: Store,
+    /// Secondary indexes and UDF modules (also attached to the store).
+    pub services: Arc<Services>,
     pub node_id: u64,
     pub started: Instant,
     pub connections_opened: AtomicU64,
@@ -21,6 +26,8 @@ pub struct Node {
     pub info_requests: AtomicU64,
     pub admin_requests: AtomicU64,
     pub bad_frames: AtomicU64,
+    /// Latency histograms (`latencies:`, `/metrics`, the console).
+    pub latencies: Latencies,
 }
 
 impl Node {
@@ -31,9 +38,20 @@ impl Node {
             .node_id
             .unwrap_or_else(|| default_node_id(config.service_port));
         let store = Store::open(config.namespaces.clone())?;
+        let latencies = Latencies::new(
+            store.namespaces().iter().map(|ns| ns.name()),
+            config.service_threads,
+        );
+        // Index population is background work, like defragmentation.
+        let services = Services::open(
+            &store,
+            config.work_directory.as_deref(),
+            Arc::new(|| crate::connection::set_thread_nice(crate::connection::BACKGROUND_NICE)),
+        )?;
         Ok(Node {
             config,
             store,
+            services,
             node_id,
             started: Instant::now(),
             connections_opened: AtomicU64::new(0),
@@ -42,6 +60,7 @@ impl Node {
             info_requests: AtomicU64::new(0),
             admin_requests: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
+            latencies,
         })
     }
 

@@ -18,16 +18,21 @@ pub use blob::RecordBlob;
 pub use device::{AppendError, CommitWait, DeviceConfig};
 pub use index::{Entry, IndexTable, RecordMeta, SLOT_BYTES};
 pub use namespace::{
-    Namespace, NamespaceConfig, PartitionWriter, SetError, StorageEngine, SweepReport,
+    Namespace, NamespaceConfig, PartitionWriter, RecordChange, RecordObserver, SetError,
+    StorageEngine, StoredRecord, SweepReport,
 };
 pub use persist::{ColdStart, StorageThreads};
 pub use record::{Bin, RecordView};
 
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
 
 /// All namespaces of a node.
 pub struct Store {
     namespaces: Vec<Arc<Namespace>>,
+    /// Node services defined in the layers above (secondary indexes, UDF
+    /// modules), carried opaquely so that every request reaches them.
+    attachment: OnceLock<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Store {
@@ -41,7 +46,20 @@ impl Store {
                 Namespace::open(config).map_err(|error| format!("namespace {name}: {error}"))?;
             namespaces.push(Arc::new(namespace));
         }
-        Ok(Store { namespaces })
+        Ok(Store {
+            namespaces,
+            attachment: OnceLock::new(),
+        })
+    }
+
+    /// Attaches the node's services (once; false if already attached).
+    pub fn attach(&self, services: Arc<dyn Any + Send + Sync>) -> bool {
+        self.attachment.set(services).is_ok()
+    }
+
+    /// The attached services, if they are of type `T`.
+    pub fn attached<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.attachment.get()?.downcast_ref::<T>()
     }
 
     /// Starts the storage threads of persistent namespaces.
@@ -61,6 +79,7 @@ impl Store {
                 .into_iter()
                 .map(|c| Arc::new(Namespace::new(c)))
                 .collect(),
+            attachment: OnceLock::new(),
         }
     }
 

@@ -102,6 +102,31 @@ pub struct SetStats {
     pub truncate_lut_ms: AtomicU64,
 }
 
+/// One record's bytes as stored, with its set.
+#[derive(Clone, Copy, Debug)]
+pub struct StoredRecord<'a> {
+    pub set_id: u16,
+    pub bytes: &'a [u8],
+}
+
+/// One change to one record, as secondary indexes see it: its stored
+/// bytes before (None: it did not exist) and after (None: it is gone).
+#[derive(Clone, Copy, Debug)]
+pub struct RecordChange<'a> {
+    pub partition: usize,
+    pub digest: &'a Digest,
+    pub old: Option<StoredRecord<'a>>,
+    pub new: Option<StoredRecord<'a>>,
+}
+
+/// Told of every change to a namespace's records (client writes and
+/// deletes, expiry, eviction, truncation sweeps), under the partition's
+/// write lock, while the namespace is observed. Secondary indexes live
+/// above the store and keep themselves exact through this.
+pub trait RecordObserver: Send + Sync {
+    fn record_changed(&self, change: &RecordChange<'_>);
+}
+
 /// One partition: its part of the primary index under one lock.
 #[derive(Default)]
 pub struct Partition {
@@ -121,6 +146,9 @@ pub struct Namespace {
     system_memory_stop: AtomicBool,
     /// Whole-namespace truncation point (ms since 2010); 0 = none.
     truncate_lut_ms: AtomicU64,
+    /// Told of record changes while `observed` is set.
+    observer: OnceLock<Arc<dyn RecordObserver>>,
+    observed: AtomicBool,
 }
 
 /// Why a set could not be named.
@@ -185,6 +213,33 @@ impl Namespace {
             sets,
             system_memory_stop: AtomicBool::new(false),
             truncate_lut_ms: AtomicU64::new(0),
+            observer: OnceLock::new(),
+            observed: AtomicBool::new(false),
+        }
+    }
+
+    /// Installs the namespace's record observer (once; false if one was
+    /// already installed). It is told of changes while
+    /// [`Namespace::set_observed`] is on.
+    pub fn set_observer(&self, observer: Arc<dyn RecordObserver>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    /// Turns change notifications on or off (on while any secondary index
+    /// exists). A write that starts after this returns is seen.
+    pub fn set_observed(&self, observed: bool) {
+        self.observed
+            .store(observed, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The observer, if it is to be told of changes now.
+    // PERF: hot path (one relaxed load when nothing observes).
+    #[inline]
+    fn active_observer(&self) -> Option<&Arc<dyn RecordObserver>> {
+        if self.observed.load(Relaxed) {
+            self.observer.get()
+        } else {
+            None
         }
     }
 
@@ -582,6 +637,51 @@ impl<'n> PartitionWriter<'n> {
         meta: RecordMeta,
         record: &[u8],
     ) -> Result<Option<CommitWait>, AppendError> {
+        let Some(observer) = self.namespace.active_observer() else {
+            return self.put_unobserved(digest, meta, record);
+        };
+        let mut old_bytes = Vec::new();
+        let old_set = self.copy_current(digest, &mut old_bytes);
+        let wait = self.put_unobserved(digest, meta, record)?;
+        observer.record_changed(&RecordChange {
+            partition: digest.partition_id().index(),
+            digest,
+            old: old_set.map(|set_id| StoredRecord {
+                set_id,
+                bytes: &old_bytes,
+            }),
+            new: Some(StoredRecord {
+                set_id: meta.set_id,
+                bytes: record,
+            }),
+        });
+        Ok(wait)
+    }
+
+    /// Copies the stored bytes of `digest`'s current version into `buf`
+    /// (from memory or the device) and returns its set; None if there is
+    /// no record or its bytes cannot be read back (then nothing of it can
+    /// be unindexed; queries check every record they return anyway).
+    fn copy_current(&self, digest: &Digest, buf: &mut Vec<u8>) -> Option<u16> {
+        let entry = self.table.get(digest)?;
+        let set_id = entry.meta.set_id;
+        match entry.record {
+            Stored::InMemory(bytes) => buf.extend_from_slice(bytes),
+            Stored::OnDevice { .. } => {
+                let mut loaded = Vec::new();
+                let bytes = self.namespace.record_bytes(&entry, &mut loaded).ok()?;
+                buf.extend_from_slice(bytes);
+            }
+        }
+        Some(set_id)
+    }
+
+    fn put_unobserved(
+        &mut self,
+        digest: &Digest,
+        meta: RecordMeta,
+        record: &[u8],
+    ) -> Result<Option<CommitWait>, AppendError> {
         let Some(device) = &self.namespace.device else {
             self.install(digest, meta, Data::InMemory(RecordBlob::new(record)), 0);
             return Ok(None);
@@ -667,6 +767,27 @@ impl<'n> PartitionWriter<'n> {
     /// Removes a record from the index without a tombstone (truncation,
     /// and the cold start); whether it was there.
     pub fn remove(&mut self, digest: &Digest) -> bool {
+        let Some(observer) = self.namespace.active_observer() else {
+            return self.remove_unobserved(digest);
+        };
+        let mut old_bytes = Vec::new();
+        let old_set = self.copy_current(digest, &mut old_bytes);
+        let removed = self.remove_unobserved(digest);
+        if let (true, Some(set_id)) = (removed, old_set) {
+            observer.record_changed(&RecordChange {
+                partition: digest.partition_id().index(),
+                digest,
+                old: Some(StoredRecord {
+                    set_id,
+                    bytes: &old_bytes,
+                }),
+                new: None,
+            });
+        }
+        removed
+    }
+
+    fn remove_unobserved(&mut self, digest: &Digest) -> bool {
         let index_before = self.table.index_bytes();
         let Some((meta, data, location)) = self.table.remove_at(digest) else {
             return false;

@@ -17,16 +17,48 @@ mod cdt;
 mod expression;
 mod geo;
 mod hll;
+pub mod metadata;
 mod ops;
 mod particle_ops;
+mod query;
 mod read;
 mod read_touch;
 mod scan;
+pub mod sindex;
 mod ttl;
 mod write;
 
 pub use batch::BatchJob;
 pub use scan::ScanJob;
+
+/// The node's services above the store: secondary indexes (and UDF
+/// modules). Attached to the store (`Store::attach`) so every request
+/// reaches them.
+pub struct Services {
+    pub sindexes: std::sync::Arc<sindex::Sindexes>,
+}
+
+impl Services {
+    /// Opens the services of `store`: metadata kept in `work_directory`
+    /// (none: in memory only) is read back, indexes start populating, and
+    /// the services are attached to the store.
+    pub fn open(
+        store: &Store,
+        work_directory: Option<&std::path::Path>,
+        background: sindex::Background,
+    ) -> Result<std::sync::Arc<Services>, String> {
+        let services = std::sync::Arc::new(Services {
+            sindexes: sindex::Sindexes::open(store, work_directory, background)?,
+        });
+        store.attach(services.clone());
+        Ok(services)
+    }
+}
+
+/// The services attached to `store`, if any.
+pub fn services(store: &Store) -> Option<&Services> {
+    store.attached::<Services>()
+}
 
 use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
 use bolide_types::{Digest, ResultCode, DIGEST_BYTES};

@@ -6,8 +6,13 @@
 //! Inside a partition records come in descending digest order; a resume
 //! digest (DIGEST_ARRAY) continues strictly after it, which is what the
 //! clients' partition trackers expect after `max_records`.
+//!
+//! A secondary-index query (an INDEX_RANGE field) is a scan whose records
+//! come from the index instead (`crate::query`): in (bval, digest) order,
+//! each checked against the query and answered with its BVAL field.
 
 use crate::expression::Expr;
+use crate::query::IndexQuery;
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
 use bolide_store::{Namespace, RecordView, Store};
 use bolide_types::{
@@ -36,6 +41,8 @@ pub struct ScanJob {
     records_per_second: u32,
     started: Instant,
     filter: Option<Expr>,
+    /// Set for a secondary-index query.
+    query: Option<IndexQuery>,
 }
 
 pub fn start(store: &Store, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome {
@@ -63,10 +70,10 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
     }
-    if fields.secondary_index {
-        // No secondary indexes exist, so any index query names a missing one.
-        return Err(ResultCode::IndexNotFound);
-    }
+    let query = match fields.index_range {
+        Some(_) => Some(IndexQuery::plan(store, namespace, message)?),
+        None => None,
+    };
     if fields.udf || fields.transaction || header.info2 & info2::WRITE != 0 {
         return Err(ResultCode::UnsupportedFeature);
     }
@@ -105,12 +112,13 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
         records_sent: 0,
         records_per_second: u32::try_from(number(fields.records_per_second)?).unwrap_or(u32::MAX),
         started: Instant::now(),
+        query,
     }))
 }
 
 /// The partitions to visit, with resume points: PID_ARRAY (u16 LE each),
 /// then DIGEST_ARRAY (20 bytes each); all 4096 when neither is given.
-fn partitions(
+pub(crate) fn partitions(
     pids: Option<&[u8]>,
     digests: Option<&[u8]>,
 ) -> Result<Vec<PartitionCursor>, ResultCode> {
@@ -214,18 +222,30 @@ impl ScanJob {
         let Some(table) = namespace.read_partition(usize::from(pid)) else {
             return;
         };
-        let mut entries = Vec::new();
-        table.for_each(|entry| {
-            let wanted = self.set_id.is_none_or(|set| set == entry.meta.set_id)
+        let wanted = |entry: &bolide_store::Entry<'_>| {
+            self.set_id.is_none_or(|set| set == entry.meta.set_id)
                 && !namespace.is_doomed(&entry.meta, now)
-                && resume.is_none_or(|after| *entry.digest < after);
-            if wanted {
-                entries.push(entry);
+        };
+        let mut entries = Vec::new();
+        match &self.query {
+            None => {
+                table.for_each(|entry| {
+                    if wanted(&entry) && resume.is_none_or(|after| *entry.digest < after) {
+                        entries.push((entry, None));
+                    }
+                });
+                entries.sort_unstable_by(|(a, _), (b, _)| b.digest.cmp(a.digest));
             }
-        });
-        entries.sort_unstable_by(|a, b| b.digest.cmp(a.digest));
+            Some(query) => {
+                for (bval, digest) in query.candidates(pid, resume) {
+                    if let Some(entry) = table.get(&digest).filter(|entry| wanted(entry)) {
+                        entries.push((entry, Some(bval)));
+                    }
+                }
+            }
+        }
         let mut loaded = Vec::new();
-        for entry in entries {
+        for (entry, bval) in entries {
             if self.limit_reached() {
                 break;
             }
@@ -236,6 +256,13 @@ impl ScanJob {
             let Some(record) = RecordView::parse(bytes) else {
                 continue;
             };
+            if self
+                .query
+                .as_ref()
+                .is_some_and(|query| !query.matches(&record))
+            {
+                continue;
+            }
             let digest = Digest(*entry.digest);
             if crate::check_filter(
                 namespace,
@@ -280,6 +307,9 @@ impl ScanJob {
                 field.push(key_type);
                 field.extend_from_slice(key);
                 writer.field(field_type::KEY, &field);
+            }
+            if let Some(bval) = bval {
+                writer.field(field_type::BVAL_ARRAY, &bval.to_le_bytes());
             }
             if !self.no_bin_data {
                 for bin in record.bins() {

@@ -95,6 +95,8 @@ pub enum ResultCode {
     IncompatibleType = 12,
     RecordTooBig = 13,
     KeyBusy = 14,
+    /// A scan or query was aborted.
+    QueryAborted = 15,
     UnsupportedFeature = 16,
     BinNotFound = 17,
     /// The storage device's write queue is over its limit.
@@ -108,8 +110,17 @@ pub enum ResultCode {
     EnterpriseOnly = 25,
     OpNotApplicable = 26,
     FilteredOut = 27,
+    /// A UDF failed (its error string travels in a `FAILURE` bin).
+    UdfExecution = 100,
     BatchMaxRequests = 151,
+    /// An index of that name (or definition) exists.
+    IndexFound = 200,
     IndexNotFound = 201,
+    /// The index is still being built.
+    IndexNotReadable = 203,
+    IndexGeneric = 204,
+    IndexNameTooLong = 205,
+    IndexMaxCount = 206,
     SecurityNotEnabled = 52,
 }
 

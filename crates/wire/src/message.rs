@@ -133,9 +133,21 @@ pub struct Fields<'a> {
     pub batch: Option<&'a [u8]>,
     pub batch_with_set: bool,
     pub filter_expression: Option<&'a [u8]>,
+    /// Any UDF field (30–33) is present.
     pub udf: bool,
+    pub udf_filename: Option<&'a [u8]>,
+    pub udf_function: Option<&'a [u8]>,
+    pub udf_arglist: Option<&'a [u8]>,
+    pub udf_op: Option<&'a [u8]>,
     pub transaction: bool,
+    /// Any secondary-index query field (15, 21–26, 40) is present.
     pub secondary_index: bool,
+    pub bval_array: Option<&'a [u8]>,
+    pub index_name: Option<&'a [u8]>,
+    pub index_range: Option<&'a [u8]>,
+    pub index_context: Option<&'a [u8]>,
+    pub index_expression: Option<&'a [u8]>,
+    pub index_type: Option<&'a [u8]>,
     pub unknown_type: Option<u8>,
 }
 
@@ -249,10 +261,29 @@ impl<'a> Fields<'a> {
                 self.batch_with_set = true;
             }
             FILTER_EXPRESSION => self.filter_expression = Some(data),
-            UDF_FILENAME | UDF_FUNCTION | UDF_ARGLIST | UDF_OP => self.udf = true,
+            UDF_FILENAME | UDF_FUNCTION | UDF_ARGLIST | UDF_OP => {
+                self.udf = true;
+                match field_kind {
+                    UDF_FILENAME => self.udf_filename = Some(data),
+                    UDF_FUNCTION => self.udf_function = Some(data),
+                    UDF_ARGLIST => self.udf_arglist = Some(data),
+                    _ => self.udf_op = Some(data),
+                }
+            }
             RECORD_VERSION | TXN_ID | TXN_DEADLINE => self.transaction = true,
             BVAL_ARRAY | INDEX_NAME | INDEX_RANGE | INDEX_CONTEXT | INDEX_EXPRESSION
-            | INDEX_TYPE | QUERY_BINLIST => self.secondary_index = true,
+            | INDEX_TYPE | QUERY_BINLIST => {
+                self.secondary_index = true;
+                match field_kind {
+                    BVAL_ARRAY => self.bval_array = Some(data),
+                    INDEX_NAME => self.index_name = Some(data),
+                    INDEX_RANGE => self.index_range = Some(data),
+                    INDEX_CONTEXT => self.index_context = Some(data),
+                    INDEX_EXPRESSION => self.index_expression = Some(data),
+                    INDEX_TYPE => self.index_type = Some(data),
+                    _ => {}
+                }
+            }
             other => {
                 if self.unknown_type.is_none() {
                     self.unknown_type = Some(other);

@@ -298,6 +298,47 @@ fn at_level(
     }
 }
 
+/// The element a CDT context (a msgpack array `[type, selector, ...]`, as
+/// secondary index definitions and queries carry it) selects inside a list
+/// or map value: its bytes, or None if the path leads nowhere.
+pub fn read_context(bytes: &[u8], context: &[u8]) -> Result<Option<Vec<u8>>, ResultCode> {
+    let mut reader = Reader::new(context);
+    let Ok(Item::Array(count)) = reader.item() else {
+        return Err(ResultCode::Parameter);
+    };
+    if count == 0 || count % 2 != 0 || count as usize / 2 > CONTEXT_DEPTH_MAX {
+        return Err(ResultCode::Parameter);
+    }
+    let mut current = bytes.to_vec();
+    for _ in 0..count / 2 {
+        let kind = uint(&mut reader)?;
+        let selector = value::next_item(&mut reader)?;
+        let base = kind & ctx::BASE_MASK;
+        let is_list = kind & ctx::LIST != 0;
+        if value::container_kind(&current) != Some(is_list) {
+            return Ok(None);
+        }
+        let child = if is_list {
+            let list = List::parse(&current)?;
+            match list_child(&list, base, selector, false, kind) {
+                Ok((_, child)) => child.map(<[u8]>::to_vec),
+                Err(_) => None,
+            }
+        } else {
+            let map = Map::parse(&current)?;
+            match map_child(&map, base, selector, false) {
+                Ok((_, child)) => child.map(<[u8]>::to_vec),
+                Err(_) => None,
+            }
+        };
+        match child {
+            Some(child) => current = child,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(current))
+}
+
 /// An empty list or map for a create context's order bits.
 fn empty_container(is_list: bool, order: u64) -> Vec<u8> {
     if is_list {

@@ -1,0 +1,461 @@
+//! `/metrics`: the node's statistics in the Prometheus text format.
+//!
+//! Everything here is read from the answers of the info commands
+//! (`statistics`, `namespace/<ns>`, `sets`, `latency-histograms`), the same
+//! text `asinfo` shows, so a figure added to an info answer appears here
+//! too: a number under a name this file does not know becomes a gauge
+//! named after it (`bolide_node_<key>`, `bolide_namespace_<key>{ns}`); the
+//! table below gives known names their type, unit and help.
+
+use super::InfoAnswers;
+use crate::latency::{bucket_upper_seconds, BUCKETS};
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
+};
+use std::collections::BTreeMap;
+
+/// How a known statistic is exported.
+struct Known {
+    key: &'static str,
+    /// Metric name after the scope prefix (`bolide_node_`, …).
+    name: &'static str,
+    kind: MetricType,
+    /// Multiplier to the metric's unit (milliseconds → seconds: 0.001).
+    scale: f64,
+    help: &'static str,
+}
+
+const fn known(
+    key: &'static str,
+    name: &'static str,
+    kind: MetricType,
+    scale: f64,
+    help: &'static str,
+) -> Known {
+    Known {
+        key,
+        name,
+        kind,
+        scale,
+        help,
+    }
+}
+
+use MetricType::{COUNTER, GAUGE};
+
+/// Node statistics (`statistics`).
+#[rustfmt::skip]
+const NODE: &[Known] = &[
+    known("uptime", "uptime_seconds", GAUGE, 1.0, "Seconds since the node started."),
+    known("objects", "objects", GAUGE, 1.0, "Records on this node, all namespaces."),
+    known("client_connections", "client_connections", GAUGE, 1.0, "Client connections open now."),
+    known("client_connections_opened", "client_connections_opened_total", COUNTER, 1.0, "Client connections accepted."),
+    known("client_connections_closed", "client_connections_closed_total", COUNTER, 1.0, "Client connections closed."),
+    known("client_connections_refused", "client_connections_refused_total", COUNTER, 1.0, "Connections refused at proto-fd-max."),
+    known("info_requests", "info_requests_total", COUNTER, 1.0, "Info protocol requests answered."),
+    known("admin_requests", "admin_requests_total", COUNTER, 1.0, "Admin (security) requests answered."),
+    known("bad_frames", "bad_frames_total", COUNTER, 1.0, "Connections closed for a malformed frame."),
+    known("process_rss_bytes", "process_rss_bytes", GAUGE, 1.0, "Resident memory of the bolided process."),
+    known("system_total_memory_bytes", "system_total_memory_bytes", GAUGE, 1.0, "Memory of the machine."),
+    known("system_free_mem_pct", "system_free_memory_percent", GAUGE, 1.0, "Share of the machine's memory available."),
+    known("service_threads", "service_threads", GAUGE, 1.0, "Event loops serving clients."),
+    known("cluster_size", "cluster_size", GAUGE, 1.0, "Nodes in the cluster this node belongs to."),
+    known("cluster_integrity", "cluster_integrity", GAUGE, 1.0, "1 when the cluster is whole."),
+    known("cluster_is_member", "cluster_is_member", GAUGE, 1.0, "1 when this node is a member of a cluster."),
+    known("migrate_allowed", "migrate_allowed", GAUGE, 1.0, "1 when migrations may run."),
+    known("migrate_partitions_remaining", "migrate_partitions_remaining", GAUGE, 1.0, "Partitions still to migrate."),
+];
+
+/// Namespace statistics (`namespace/<ns>`), labelled `ns`.
+#[rustfmt::skip]
+const NAMESPACE: &[Known] = &[
+    known("objects", "objects", GAUGE, 1.0, "Records in the namespace."),
+    known("master_objects", "master_objects", GAUGE, 1.0, "Records this node is master of."),
+    known("prole_objects", "prole_objects", GAUGE, 1.0, "Replica records on this node."),
+    known("non_replica_objects", "non_replica_objects", GAUGE, 1.0, "Records neither master nor replica here."),
+    known("tombstones", "tombstones", GAUGE, 1.0, "Tombstones in the index."),
+    known("ns_cluster_size", "cluster_size", GAUGE, 1.0, "Nodes serving the namespace."),
+    known("effective_replication_factor", "effective_replication_factor", GAUGE, 1.0, "Copies kept of each record."),
+    known("memory_used_bytes", "memory_used_bytes", GAUGE, 1.0, "Index and record memory used."),
+    known("index_used_bytes", "index_used_bytes", GAUGE, 1.0, "Primary index memory used."),
+    known("data_used_bytes", "data_used_bytes", GAUGE, 1.0, "Record data memory used."),
+    known("data_total_bytes", "data_total_bytes", GAUGE, 1.0, "The namespace's memory budget (data-size)."),
+    known("memory_free_pct", "memory_free_percent", GAUGE, 1.0, "Share of data-size still free."),
+    known("data_used_pct", "data_used_percent", GAUGE, 1.0, "Share of data-size used (compare with stop-writes-used-pct)."),
+    known("stop_writes", "stop_writes", GAUGE, 1.0, "1 while writes are refused (out of space)."),
+    known("hwm_breached", "hwm_breached", GAUGE, 1.0, "1 while above the eviction mark (evict-used-pct)."),
+    known("expired_objects", "expired_objects_total", COUNTER, 1.0, "Records removed because their TTL ran out."),
+    known("evicted_objects", "evicted_objects_total", COUNTER, 1.0, "Records evicted above evict-used-pct."),
+    known("nsup_cycle_duration", "nsup_cycle_duration_seconds", GAUGE, 0.001, "Duration of the last expiry/eviction sweep."),
+    known("nsup_cycles", "nsup_cycles_total", COUNTER, 1.0, "Expiry/eviction sweeps run."),
+    known("client_read_success", "client_read_success_total", COUNTER, 1.0, "Reads answered with a record."),
+    known("client_read_not_found", "client_read_not_found_total", COUNTER, 1.0, "Reads of a missing record."),
+    known("client_read_error", "client_read_error_total", COUNTER, 1.0, "Reads answered with an error."),
+    known("client_write_success", "client_write_success_total", COUNTER, 1.0, "Writes applied."),
+    known("client_write_error", "client_write_error_total", COUNTER, 1.0, "Writes answered with an error."),
+    known("client_delete_success", "client_delete_success_total", COUNTER, 1.0, "Deletes applied."),
+    known("client_delete_not_found", "client_delete_not_found_total", COUNTER, 1.0, "Deletes of a missing record."),
+    known("client_delete_error", "client_delete_error_total", COUNTER, 1.0, "Deletes answered with an error."),
+    known("fail_generation", "fail_generation_total", COUNTER, 1.0, "Writes refused by a generation check."),
+    known("fail_record_too_big", "fail_record_too_big_total", COUNTER, 1.0, "Writes refused as larger than max-record-size."),
+    known("fail_out_of_space", "fail_out_of_space_total", COUNTER, 1.0, "Writes refused at stop-writes."),
+    known("device_total_bytes", "device_total_bytes", GAUGE, 1.0, "Size of the storage files."),
+    known("device_used_bytes", "device_used_bytes", GAUGE, 1.0, "Live record bytes on the storage files."),
+    known("device_used_pct", "device_used_percent", GAUGE, 1.0, "Share of the storage used by live records."),
+    known("device_free_pct", "device_free_percent", GAUGE, 1.0, "Share of the storage not used by live records."),
+    known("device_available_pct", "device_available_percent", GAUGE, 1.0, "Share of the storage in free write blocks."),
+    known("device_free_blocks", "device_free_blocks", GAUGE, 1.0, "Free write blocks."),
+    known("device_total_blocks", "device_total_blocks", GAUGE, 1.0, "Write blocks of the storage files."),
+    known("storage-engine.write_q", "storage_write_queue_blocks", GAUGE, 1.0, "Full write blocks not yet on the device."),
+    known("storage-engine.defrag_q", "storage_defrag_queue_blocks", GAUGE, 1.0, "Write blocks below the defrag mark."),
+    known("storage-engine.defrag_blocks", "storage_defrag_blocks_total", COUNTER, 1.0, "Write blocks emptied by defragmentation."),
+    known("storage-engine.defrag_reads", "storage_defrag_reads_total", COUNTER, 1.0, "Write blocks read by defragmentation."),
+    known("storage-engine.defrag_writes", "storage_defrag_writes_total", COUNTER, 1.0, "Records moved by defragmentation."),
+    known("storage-engine.blocks_written", "storage_blocks_written_total", COUNTER, 1.0, "Full write blocks written."),
+    known("storage-engine.partial_flushes", "storage_partial_flushes_total", COUNTER, 1.0, "Open blocks flushed by flush-max-ms."),
+    known("storage-engine.syncs", "storage_syncs_total", COUNTER, 1.0, "fdatasync calls of the flusher."),
+    known("storage-engine.tombstones_dropped", "storage_tombstones_dropped_total", COUNTER, 1.0, "Tombstones dropped by defragmentation."),
+    known("storage-engine.write_errors", "storage_write_errors_total", COUNTER, 1.0, "Failed device writes or syncs (retried)."),
+    known("storage-engine.write_failing", "storage_write_failing", GAUGE, 1.0, "1 while the flusher retries a failed write."),
+    known("cold_start_ms", "cold_start_seconds", GAUGE, 0.001, "Duration of the last cold start."),
+    known("cold_start_records", "cold_start_records", GAUGE, 1.0, "Records loaded by the last cold start."),
+    known("cold_start_blocks", "cold_start_blocks", GAUGE, 1.0, "Write blocks read by the last cold start."),
+    known("cold_start_damaged_entries", "cold_start_damaged_entries", GAUGE, 1.0, "Damaged entries skipped by the last cold start."),
+    known("cold_start_bad_blocks", "cold_start_bad_blocks", GAUGE, 1.0, "Damaged blocks skipped by the last cold start."),
+    known("default-ttl", "config_default_ttl_seconds", GAUGE, 1.0, "Configured default-ttl."),
+    known("replication-factor", "config_replication_factor", GAUGE, 1.0, "Configured replication-factor."),
+    known("data-size", "config_data_size_bytes", GAUGE, 1.0, "Configured data-size."),
+    known("stop-writes-used-pct", "config_stop_writes_used_percent", GAUGE, 1.0, "Configured stop-writes-used-pct."),
+    known("evict-used-pct", "config_evict_used_percent", GAUGE, 1.0, "Configured evict-used-pct (0: off)."),
+    known("storage-engine.filesize", "config_storage_file_size_bytes", GAUGE, 1.0, "Configured filesize per storage file."),
+    known("storage-engine.min-avail-pct", "config_storage_min_avail_percent", GAUGE, 1.0, "Configured stop-writes-avail-pct."),
+];
+
+/// Set statistics (`sets`), labelled `ns` and `set`.
+#[rustfmt::skip]
+const SET: &[Known] = &[
+    known("objects", "objects", GAUGE, 1.0, "Records in the set."),
+    known("tombstones", "tombstones", GAUGE, 1.0, "Tombstones of the set."),
+    known("data_used_bytes", "data_used_bytes", GAUGE, 1.0, "Record bytes of the set."),
+    known("truncate_lut", "truncate_lut_milliseconds", GAUGE, 1.0, "Last truncation point (ms since 2010-01-01)."),
+    known("sindexes", "sindexes", GAUGE, 1.0, "Secondary indexes on the set."),
+    known("truncating", "truncating", GAUGE, 1.0, "1 while a truncation of the set is being swept."),
+    known("index_populating", "index_populating", GAUGE, 1.0, "1 while a secondary index of the set is being built."),
+];
+
+/// Keys whose values are names or identifiers, never figures.
+fn is_identifier(key: &str) -> bool {
+    key.ends_with("_key")
+        || key.ends_with("_name")
+        || key.ends_with("_principal")
+        || key.ends_with("node_id")
+        || key.ends_with("-name")
+}
+
+/// The whole scrape.
+pub fn render(answers: &InfoAnswers) -> String {
+    let mut families = Families::default();
+    let node_name = answers.get("node").unwrap_or_default();
+    families.add(
+        "bolide_build_info",
+        "The node's name, build and version (always 1).",
+        GAUGE,
+        &[
+            ("node", node_name),
+            ("build", answers.get("build").unwrap_or_default()),
+            ("version", answers.get("version").unwrap_or_default()),
+            (
+                "cluster_name",
+                answers.get("cluster-name").unwrap_or_default(),
+            ),
+        ],
+        1.0,
+    );
+    if let Some(statistics) = answers.get("statistics") {
+        families.statistics("bolide_node_", NODE, pairs(statistics, ';'), &[]);
+    }
+    for namespace in answers.namespaces() {
+        if let Some(text) = answers.get(&format!("namespace/{namespace}")) {
+            families.statistics(
+                "bolide_namespace_",
+                NAMESPACE,
+                pairs(text, ';'),
+                &[("ns", namespace)],
+            );
+        }
+    }
+    if let Some(sets) = answers.get("sets") {
+        for line in sets.split(';').filter(|line| !line.is_empty()) {
+            let fields: Vec<(&str, &str)> = pairs(line, ':').collect();
+            let field = |name: &str| fields.iter().find(|(key, _)| *key == name).map(|(_, v)| *v);
+            let (Some(namespace), Some(set)) = (field("ns"), field("set")) else {
+                continue;
+            };
+            families.statistics(
+                "bolide_set_",
+                SET,
+                fields.iter().copied(),
+                &[("ns", namespace), ("set", set)],
+            );
+        }
+    }
+    if let Some(histograms) = answers.get("latency-histograms") {
+        families.latencies(histograms);
+    }
+    families.encode()
+}
+
+/// `k=v` pairs of an info answer split on `separator`.
+pub fn pairs(text: &str, separator: char) -> impl Iterator<Item = (&str, &str)> {
+    text.split(separator)
+        .filter_map(|pair| pair.split_once('='))
+}
+
+/// Families by name, in name order (Prometheus wants one block per name).
+#[derive(Default)]
+struct Families {
+    families: BTreeMap<String, MetricFamily>,
+}
+
+impl Families {
+    fn family(&mut self, name: &str, help: &str, kind: MetricType) -> &mut MetricFamily {
+        self.families.entry(name.to_owned()).or_insert_with(|| {
+            let mut family = MetricFamily::default();
+            family.set_name(name.to_owned());
+            family.set_help(help.to_owned());
+            family.set_field_type(kind);
+            family
+        })
+    }
+
+    fn add(
+        &mut self,
+        name: &str,
+        help: &str,
+        kind: MetricType,
+        labels: &[(&str, &str)],
+        value: f64,
+    ) {
+        let family = self.family(name, help, kind);
+        if family.get_field_type() != kind {
+            return;
+        }
+        let mut metric = Metric::default();
+        metric.set_label(label_pairs(labels));
+        if kind == COUNTER {
+            let mut counter = Counter::default();
+            counter.set_value(value);
+            metric.set_counter(counter);
+        } else {
+            let mut gauge = Gauge::default();
+            gauge.set_value(value);
+            metric.set_gauge(gauge);
+        }
+        family.mut_metric().push(metric);
+    }
+
+    /// Exports every number of one info answer under `prefix`.
+    fn statistics<'t>(
+        &mut self,
+        prefix: &str,
+        table: &[Known],
+        pairs: impl Iterator<Item = (&'t str, &'t str)>,
+        labels: &[(&str, &str)],
+    ) {
+        for (key, value) in pairs {
+            let known = table.iter().find(|known| known.key == key);
+            let Some(number) = number(value) else {
+                continue;
+            };
+            match known {
+                Some(known) => self.add(
+                    &format!("{prefix}{}", known.name),
+                    known.help,
+                    known.kind,
+                    labels,
+                    number * known.scale,
+                ),
+                None => {
+                    // Configuration (names with '-') only when listed above.
+                    let bare = key.strip_prefix("storage-engine.").unwrap_or(key);
+                    if bare.contains('-') || is_identifier(key) {
+                        continue;
+                    }
+                    let help = format!("'{key}' of the info answer (not yet described).");
+                    self.add(
+                        &format!("{prefix}{}", sanitize(key)),
+                        &help,
+                        GAUGE,
+                        labels,
+                        number,
+                    );
+                }
+            }
+        }
+    }
+
+    /// `bolide_latency_seconds{ns, type}` from `latency-histograms`.
+    fn latencies(&mut self, text: &str) {
+        for entry in text.split(';').filter(|entry| !entry.is_empty()) {
+            let Some((name, rest)) = entry.split_once(':') else {
+                continue;
+            };
+            let fields: Vec<(&str, &str)> = pairs(rest, ':').collect();
+            let field = |key: &str| fields.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+            let (Some(count), Some(sum_us), Some(buckets)) = (
+                field("count").and_then(|v| v.parse::<u64>().ok()),
+                field("sum-us").and_then(|v| v.parse::<u64>().ok()),
+                field("buckets"),
+            ) else {
+                continue;
+            };
+            let counts: Vec<u64> = buckets.split(',').filter_map(|v| v.parse().ok()).collect();
+            if counts.len() != BUCKETS {
+                continue;
+            }
+            let (namespace, kind) = match name.strip_prefix('{').and_then(|n| n.split_once("}-")) {
+                Some((namespace, kind)) => (Some(namespace), kind),
+                None => (None, name),
+            };
+            let mut labels = Vec::new();
+            if let Some(namespace) = namespace {
+                labels.push(("ns", namespace));
+            }
+            labels.push(("type", kind));
+            let mut histogram = Histogram::default();
+            histogram.set_sample_count(count);
+            histogram.set_sample_sum(sum_us as f64 / 1e6);
+            let mut cumulative = 0;
+            let mut bounds = Vec::new();
+            // The last bucket is +Inf, which the encoder adds from the count.
+            for (index, bucket_count) in counts.iter().enumerate().take(BUCKETS - 1) {
+                cumulative += bucket_count;
+                let mut bucket = Bucket::default();
+                bucket.set_upper_bound(bucket_upper_seconds(index));
+                bucket.set_cumulative_count(cumulative);
+                bounds.push(bucket);
+            }
+            histogram.set_bucket(bounds);
+            let mut metric = Metric::default();
+            metric.set_label(label_pairs(&labels));
+            metric.set_histogram(histogram);
+            self.family(
+                "bolide_latency_seconds",
+                "Time from a request's arrival to its answer, by namespace and type (read, write, udf, pi-query, si-query; batch-index for whole batches).",
+                MetricType::HISTOGRAM,
+            )
+            .mut_metric()
+            .push(metric);
+        }
+    }
+
+    fn encode(self) -> String {
+        let families: Vec<MetricFamily> = self.families.into_values().collect();
+        prometheus::TextEncoder::new()
+            .encode_to_string(&families)
+            .unwrap_or_else(|error| format!("# encoding failed: {error}\n"))
+    }
+}
+
+fn label_pairs(labels: &[(&str, &str)]) -> Vec<LabelPair> {
+    labels
+        .iter()
+        .map(|(name, value)| {
+            let mut pair = LabelPair::default();
+            pair.set_name((*name).to_owned());
+            pair.set_value((*value).to_owned());
+            pair
+        })
+        .collect()
+}
+
+/// A figure: a number, or a boolean as 1/0.
+fn number(value: &str) -> Option<f64> {
+    match value {
+        "true" => Some(1.0),
+        "false" => Some(0.0),
+        _ => value
+            .parse::<f64>()
+            .ok()
+            .filter(|number| number.is_finite()),
+    }
+}
+
+/// A metric name from an info key: `[a-zA-Z0-9_]`, the rest as `_`.
+pub fn sanitize(key: &str) -> String {
+    key.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answers(pairs: &[(&str, &str)]) -> InfoAnswers {
+        InfoAnswers::from_pairs(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        )
+    }
+
+    #[test]
+    fn statistics_become_typed_metrics_and_unknown_numbers_gauges() {
+        let text = render(&answers(&[
+            ("node", "BB9"),
+            ("statistics", "uptime=12;client_connections_opened=5;cluster_key=1234;migrate_records_sent=7;cluster_name=x;weird=abc"),
+            ("namespaces", "test"),
+            ("namespace/test", "objects=3;stop_writes=false;nsup_cycle_duration=1500;default-ttl=60;nsup-period=120;storage-engine.defrag_q=2"),
+            ("sets", "ns=test:set=demo:objects=2:data_used_bytes=99:truncating=false;"),
+        ]));
+        assert!(
+            text.contains(
+                "# TYPE bolide_node_uptime_seconds gauge\nbolide_node_uptime_seconds 12\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE bolide_node_client_connections_opened_total counter\nbolide_node_client_connections_opened_total 5\n"));
+        assert!(text.contains("bolide_node_migrate_records_sent 7\n"));
+        assert!(!text.contains("cluster_key"));
+        assert!(!text.contains("weird"));
+        assert!(text.contains("bolide_namespace_objects{ns=\"test\"} 3\n"));
+        assert!(text.contains("bolide_namespace_stop_writes{ns=\"test\"} 0\n"));
+        assert!(text.contains("bolide_namespace_nsup_cycle_duration_seconds{ns=\"test\"} 1.5\n"));
+        assert!(text.contains("bolide_namespace_config_default_ttl_seconds{ns=\"test\"} 60\n"));
+        assert!(!text.contains("nsup_period"));
+        assert!(text.contains("bolide_namespace_storage_defrag_queue_blocks{ns=\"test\"} 2\n"));
+        assert!(text.contains("bolide_set_objects{ns=\"test\",set=\"demo\"} 2\n"));
+        assert!(text.contains("bolide_set_truncating{ns=\"test\",set=\"demo\"} 0\n"));
+        assert!(text.contains("bolide_build_info{node=\"BB9\""));
+    }
+
+    #[test]
+    fn latency_histograms_become_cumulative_buckets_in_seconds() {
+        let buckets = "0,0,0,0,0,0,0,1,0,6,0,1,0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0";
+        let text = render(&answers(&[(
+            "latency-histograms",
+            &format!("batch-index:count=0:sum-us=0:buckets={};{{test}}-read:count=9:sum-us=8400:buckets={buckets};", ["0"; 28].join(",")),
+        )]));
+        assert!(
+            text.contains("# TYPE bolide_latency_seconds histogram\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "bolide_latency_seconds_bucket{ns=\"test\",type=\"read\",le=\"0.000125\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(
+            "bolide_latency_seconds_bucket{ns=\"test\",type=\"read\",le=\"0.0005\"} 7\n"
+        ));
+        assert!(text
+            .contains("bolide_latency_seconds_bucket{ns=\"test\",type=\"read\",le=\"0.002\"} 8\n"));
+        assert!(text
+            .contains("bolide_latency_seconds_bucket{ns=\"test\",type=\"read\",le=\"+Inf\"} 9\n"));
+        assert!(text.contains("bolide_latency_seconds_sum{ns=\"test\",type=\"read\"} 0.0084\n"));
+        assert!(text.contains("bolide_latency_seconds_count{ns=\"test\",type=\"read\"} 9\n"));
+        assert!(text.contains("bolide_latency_seconds_count{type=\"batch-index\"} 0\n"));
+    }
+}

@@ -1,0 +1,434 @@
+//! Secondary indexes: their definitions (node-wide metadata, kept on disk),
+//! the live indexes of each namespace, kept exact through the store's
+//! record observer, and their background population.
+//!
+//! The definitions sit behind a small metadata interface
+//! ([`Sindexes::definitions`], [`Sindexes::apply_set`],
+//! [`Sindexes::apply_remove`]) so that the layer that spreads metadata over
+//! a cluster can call it; `sindex-create` and `sindex-delete` go through
+//! the same calls.
+
+pub mod cells;
+pub mod definition;
+pub mod index;
+pub mod keys;
+
+use crate::metadata;
+use bolide_store::{Namespace, RecordChange, RecordObserver, RecordView, Store};
+use bolide_types::ResultCode;
+use definition::{Collection, Definition, InfoError, KeyType};
+pub use index::SecondaryIndex;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+/// Most indexes a namespace may have (the server's `MAX_N_SINDEXES`).
+pub const INDEXES_PER_NAMESPACE_MAX: usize = 256;
+/// The definitions file, under the work directory.
+const FILE_NAME: &str = "smd/sindex.smd";
+/// The first line of the definitions file.
+const FILE_HEADER: &str = "bolide-sindex 1";
+
+/// What a background job runs first on its thread (the server lowers the
+/// thread's priority there).
+pub type Background = Arc<dyn Fn() + Send + Sync>;
+
+/// Every secondary index of the node.
+pub struct Sindexes {
+    namespaces: HashMap<String, Arc<NamespaceIndexes>>,
+    catalog: Mutex<Catalog>,
+    file: Option<PathBuf>,
+    background: Background,
+}
+
+/// The definitions and their generation (bumped by every change).
+#[derive(Default)]
+struct Catalog {
+    generation: u64,
+    definitions: Vec<Definition>,
+}
+
+/// The indexes of one namespace; the namespace's record observer.
+pub struct NamespaceIndexes {
+    namespace: Weak<Namespace>,
+    indexes: RwLock<Vec<Arc<SecondaryIndex>>>,
+}
+
+impl Sindexes {
+    /// Installs the record observers of `store`'s namespaces, reads the
+    /// definitions kept in `work_directory` (if any) and starts populating
+    /// them in the background (the cold start of the indexes).
+    pub fn open(
+        store: &Store,
+        work_directory: Option<&Path>,
+        background: Background,
+    ) -> Result<Arc<Sindexes>, String> {
+        let mut namespaces = HashMap::new();
+        for namespace in store.namespaces() {
+            let indexes = Arc::new(NamespaceIndexes {
+                namespace: Arc::downgrade(namespace),
+                indexes: RwLock::new(Vec::new()),
+            });
+            namespace.set_observer(indexes.clone());
+            namespaces.insert(namespace.name().to_owned(), indexes);
+        }
+        let file = work_directory.map(|dir| dir.join(FILE_NAME));
+        let sindexes = Arc::new(Sindexes {
+            namespaces,
+            catalog: Mutex::new(Catalog::default()),
+            file,
+            background,
+        });
+        let (generation, definitions) = sindexes.read_file()?;
+        let mut catalog = sindexes.catalog.lock();
+        catalog.generation = generation;
+        for definition in definitions {
+            if sindexes.namespaces.contains_key(&definition.namespace) {
+                sindexes.start(&definition);
+            } else {
+                tracing::warn!(
+                    namespace = definition.namespace,
+                    index = definition.name,
+                    "secondary index of an unknown namespace kept but not built"
+                );
+            }
+            catalog.definitions.push(definition);
+        }
+        drop(catalog);
+        Ok(sindexes)
+    }
+
+    /// `sindex-create`: checks the request against the definitions and
+    /// applies it. The same definition under its own name is "ok"; under
+    /// another name it renames the index.
+    pub fn create(&self, definition: Definition) -> Result<(), InfoError> {
+        if !self.namespaces.contains_key(&definition.namespace) {
+            return Err(InfoError::new(ResultCode::Parameter, "namespace not found"));
+        }
+        let mut catalog = self.catalog.lock();
+        let key = definition.key();
+        let same_name: Vec<&Definition> = catalog
+            .definitions
+            .iter()
+            .filter(|d| d.namespace == definition.namespace && d.name == definition.name)
+            .collect();
+        if let Some(existing) = same_name.first() {
+            return if existing.key() == key {
+                Ok(())
+            } else {
+                Err(InfoError::new(
+                    ResultCode::IndexFound,
+                    "'indexname' already exists with different definition",
+                ))
+            };
+        }
+        let renames = catalog.definitions.iter().any(|d| d.key() == key);
+        let count = catalog
+            .definitions
+            .iter()
+            .filter(|d| d.namespace == definition.namespace)
+            .count();
+        if !renames && count >= INDEXES_PER_NAMESPACE_MAX {
+            return Err(InfoError::new(
+                ResultCode::IndexMaxCount,
+                "already at sindex definition limit",
+            ));
+        }
+        self.set_locked(&mut catalog, definition)
+            .map_err(|error| InfoError::new(ResultCode::Unknown, error))
+    }
+
+    /// `sindex-delete`: removes the index named `name` ("ok" if there is
+    /// none, as on the server).
+    pub fn delete(&self, namespace: &str, name: &str) -> Result<(), InfoError> {
+        let mut catalog = self.catalog.lock();
+        let key = catalog
+            .definitions
+            .iter()
+            .find(|d| d.namespace == namespace && d.name == name)
+            .map(Definition::key);
+        match key {
+            Some(key) => self
+                .remove_locked(&mut catalog, &key)
+                .map_err(|error| InfoError::new(ResultCode::Unknown, error)),
+            None => Ok(()),
+        }
+    }
+
+    /// The definitions and their generation (metadata interface).
+    pub fn definitions(&self) -> (u64, Vec<Definition>) {
+        let catalog = self.catalog.lock();
+        (catalog.generation, catalog.definitions.clone())
+    }
+
+    /// Sets a definition (metadata interface): adds the index, or renames
+    /// the index of the same definition. Kept on disk before it applies.
+    pub fn apply_set(&self, definition: Definition) -> Result<(), String> {
+        let mut catalog = self.catalog.lock();
+        self.set_locked(&mut catalog, definition)
+    }
+
+    fn set_locked(&self, catalog: &mut Catalog, definition: Definition) -> Result<(), String> {
+        let key = definition.key();
+        if let Some(existing) = catalog.definitions.iter_mut().find(|d| d.key() == key) {
+            if existing.name == definition.name {
+                return Ok(());
+            }
+            existing.name = definition.name.clone();
+            catalog.generation += 1;
+            self.write_file(catalog)?;
+            if let Some(index) = self.find_by_key(&definition.namespace, &key) {
+                index.rename(&definition.name);
+            }
+            return Ok(());
+        }
+        catalog.definitions.push(definition.clone());
+        catalog.generation += 1;
+        if let Err(error) = self.write_file(catalog) {
+            catalog.definitions.pop();
+            catalog.generation -= 1;
+            return Err(error);
+        }
+        tracing::info!(
+            namespace = definition.namespace,
+            index = definition.name,
+            "secondary index created"
+        );
+        if self.namespaces.contains_key(&definition.namespace) {
+            self.start(&definition);
+        }
+        Ok(())
+    }
+
+    /// Removes the definition with key `key` (metadata interface) and
+    /// drops its index.
+    pub fn apply_remove(&self, key: &str) -> Result<(), String> {
+        let mut catalog = self.catalog.lock();
+        self.remove_locked(&mut catalog, key)
+    }
+
+    fn remove_locked(&self, catalog: &mut Catalog, key: &str) -> Result<(), String> {
+        let Some(position) = catalog.definitions.iter().position(|d| d.key() == key) else {
+            return Ok(());
+        };
+        let definition = catalog.definitions.remove(position);
+        catalog.generation += 1;
+        if let Err(error) = self.write_file(catalog) {
+            catalog.definitions.insert(position, definition);
+            catalog.generation -= 1;
+            return Err(error);
+        }
+        if let Some(indexes) = self.namespaces.get(&definition.namespace) {
+            indexes.remove(key);
+        }
+        tracing::info!(
+            namespace = definition.namespace,
+            index = definition.name,
+            "secondary index dropped"
+        );
+        Ok(())
+    }
+
+    /// The live index named `name` in `namespace`.
+    pub fn find(&self, namespace: &str, name: &str) -> Option<Arc<SecondaryIndex>> {
+        self.namespaces
+            .get(namespace)?
+            .indexes
+            .read()
+            .iter()
+            .find(|index| index.name() == name)
+            .cloned()
+    }
+
+    /// The live index a query names by bin, type, collection type and
+    /// context (and set: an index of the query's set, else one of no set).
+    pub fn find_for_query(
+        &self,
+        namespace: &str,
+        set: Option<&str>,
+        bin: &str,
+        key_type: KeyType,
+        collection: Collection,
+        context: Option<&[u8]>,
+    ) -> Option<Arc<SecondaryIndex>> {
+        let indexes = self.namespaces.get(namespace)?.indexes.read();
+        let matches = |index: &&Arc<SecondaryIndex>, wanted_set: Option<&str>| {
+            let d = &index.definition;
+            d.bin == bin
+                && d.key_type == key_type
+                && d.collection == collection
+                && d.context.as_deref() == context
+                && d.set.as_deref() == wanted_set
+        };
+        indexes
+            .iter()
+            .find(|index| set.is_some() && matches(index, set))
+            .or_else(|| indexes.iter().find(|index| matches(index, None)))
+            .cloned()
+    }
+
+    /// The live indexes of `namespace` (every namespace if None), in
+    /// creation order.
+    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<SecondaryIndex>> {
+        let mut names: Vec<&String> = self.namespaces.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .filter(|name| namespace.is_none_or(|wanted| wanted == name.as_str()))
+            .filter_map(|name| self.namespaces.get(name))
+            .flat_map(|indexes| indexes.indexes.read().clone())
+            .collect()
+    }
+
+    /// Whether `namespace` is one of the node's.
+    pub fn has_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.contains_key(namespace)
+    }
+
+    fn find_by_key(&self, namespace: &str, key: &str) -> Option<Arc<SecondaryIndex>> {
+        self.namespaces
+            .get(namespace)?
+            .indexes
+            .read()
+            .iter()
+            .find(|index| index.definition.key() == key)
+            .cloned()
+    }
+
+    /// Adds a live index for `definition` and populates it on a thread of
+    /// its own.
+    fn start(&self, definition: &Definition) {
+        let Some(indexes) = self.namespaces.get(&definition.namespace) else {
+            return;
+        };
+        let Some(namespace) = indexes.namespace.upgrade() else {
+            return;
+        };
+        let index = Arc::new(SecondaryIndex::new(definition.clone()));
+        indexes.add(index.clone());
+        let background = self.background.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sindex-load".into())
+            .spawn(move || {
+                background();
+                index.populate(&namespace);
+                tracing::info!(
+                    namespace = namespace.name(),
+                    index = index.name(),
+                    entries = index.entries(),
+                    load_time_ms = index.load_time_ms(),
+                    "secondary index ready"
+                );
+            });
+        if let Err(error) = spawned {
+            tracing::error!(%error, "cannot start populating a secondary index");
+        }
+    }
+
+    /// Reads the definitions file: its generation and definitions (none
+    /// if there is no file yet).
+    fn read_file(&self) -> Result<(u64, Vec<Definition>), String> {
+        let Some(path) = &self.file else {
+            return Ok((0, Vec::new()));
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((0, Vec::new()))
+            }
+            Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(FILE_HEADER) {
+            return Err(format!("{}: not a secondary index file", path.display()));
+        }
+        let generation = lines
+            .next()
+            .and_then(|line| line.strip_prefix("generation "))
+            .and_then(|number| number.parse().ok())
+            .ok_or_else(|| format!("{}: bad generation line", path.display()))?;
+        let mut definitions = Vec::new();
+        for line in lines.filter(|line| !line.is_empty()) {
+            let command = bolide_wire::info::InfoCommand::parse(line);
+            let definition = Definition::from_create(&command).map_err(|error| {
+                format!(
+                    "{}: bad definition '{line}': {}",
+                    path.display(),
+                    error.message
+                )
+            })?;
+            definitions.push(definition);
+        }
+        Ok((generation, definitions))
+    }
+
+    fn write_file(&self, catalog: &Catalog) -> Result<(), String> {
+        let Some(path) = &self.file else {
+            return Ok(());
+        };
+        let mut text = format!("{FILE_HEADER}\ngeneration {}\n", catalog.generation);
+        for definition in &catalog.definitions {
+            text.push_str("sindex-create:");
+            text.push_str(&definition.to_command());
+            text.push('\n');
+        }
+        metadata::write_atomic(path, text.as_bytes())
+            .map_err(|error| format!("cannot write {}: {error}", path.display()))
+    }
+}
+
+impl NamespaceIndexes {
+    fn add(&self, index: Arc<SecondaryIndex>) {
+        let mut indexes = self.indexes.write();
+        indexes.push(index);
+        if let Some(namespace) = self.namespace.upgrade() {
+            namespace.set_observed(true);
+        }
+    }
+
+    fn remove(&self, key: &str) {
+        let mut indexes = self.indexes.write();
+        indexes.retain(|index| {
+            let keep = index.definition.key() != key;
+            if !keep {
+                index.drop_index();
+            }
+            keep
+        });
+        if indexes.is_empty() {
+            if let Some(namespace) = self.namespace.upgrade() {
+                namespace.set_observed(false);
+            }
+        }
+    }
+}
+
+impl RecordObserver for NamespaceIndexes {
+    fn record_changed(&self, change: &RecordChange<'_>) {
+        let indexes = self.indexes.read();
+        if indexes.is_empty() {
+            return;
+        }
+        let Some(namespace) = self.namespace.upgrade() else {
+            return;
+        };
+        let old = change
+            .old
+            .and_then(|record| Some((record.set_id, RecordView::parse(record.bytes)?)));
+        let new = change
+            .new
+            .and_then(|record| Some((record.set_id, RecordView::parse(record.bytes)?)));
+        for index in indexes.iter() {
+            let old_bvals = old
+                .as_ref()
+                .map(|(set_id, view)| index.bvals_of(&namespace, *set_id, view))
+                .unwrap_or_default();
+            let new_bvals = new
+                .as_ref()
+                .map(|(set_id, view)| index.bvals_of(&namespace, *set_id, view))
+                .unwrap_or_default();
+            index.update(change.partition, change.digest, &old_bvals, &new_bvals);
+        }
+    }
+}
