@@ -44,8 +44,8 @@ if [[ "${SKIP_RUST_CHECKS:-0}" != 1 ]]; then
         cargo clippy --workspace --all-targets -- -D warnings
 fi
 
-section "cargo build --release -p bolide-server -p bolide-bench"
-cargo build --release -p bolide-server -p bolide-bench
+section "cargo build --release -p bolide-server -p bolide-bench -p bolide-cli"
+cargo build --release -p bolide-server -p bolide-bench -p bolide-cli
 export BOLIDED_BIN="$ROOT/target/release/bolided"
 export BOLIDE_BENCH_BIN="$ROOT/target/release/bolide-bench"
 [[ -x "$BOLIDED_BIN" ]] || { echo "missing $BOLIDED_BIN after build" >&2; exit 1; }
@@ -59,6 +59,11 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
     fi
 fi
 redis-server --version
+
+# tmux drives the `bolide sql` prompt in tools/cli/tests/cli.rs.
+if ! command -v tmux >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+fi
 
 stage "cargo test --workspace --release" cargo test --workspace --release
 

@@ -144,7 +144,11 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "best-practices" => "failed_best_practices=none".to_owned(),
         "sindex-create" | "sindex-delete" | "sindex-exists" | "sindex-list" | "sindex-stat"
         | "sindex" => crate::info_sindex::answer(node, command),
-        "health-outliers" | "udf-list" | "query-show" | "scan-show" | "jobs" => String::new(),
+        "udf-put" | "udf-get" | "udf-list" | "udf-remove" | "query-show" | "scan-show" | "jobs"
+        | "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
+            crate::info_udf::answer(node, command)
+        }
+        "health-outliers" => String::new(),
         "logs" => "0:stderr".to_owned(),
         "status" => "ok".to_owned(),
         _ => "ERROR:4:unrecognized command".to_owned(),

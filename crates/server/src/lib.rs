@@ -11,6 +11,7 @@ pub mod connection;
 pub mod http;
 pub mod info;
 mod info_sindex;
+mod info_udf;
 pub mod latency;
 pub mod node;
 pub mod supervisor;

@@ -8,9 +8,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("types", &[]),
     ("wire", &["bolide-types"]),
     ("store", &["bolide-types"]),
+    ("udf", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
-        &["bolide-types", "bolide-wire", "bolide-store"],
+        &["bolide-types", "bolide-wire", "bolide-store", "bolide-udf"],
     ),
     (
         "server",
@@ -18,6 +19,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-types",
             "bolide-wire",
             "bolide-store",
+            "bolide-udf",
             "bolide-transaction",
         ],
     ),
@@ -54,13 +56,18 @@ fn dependencies_point_down() {
 
 #[test]
 fn tools_talk_to_the_server_through_the_wire_crate_only() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/bench/Cargo.toml");
-    let manifest = std::fs::read_to_string(manifest).expect("bolide-bench manifest");
-    for forbidden in ["bolide-store", "bolide-transaction", "bolide-server"] {
-        assert!(
-            !manifest.contains(forbidden),
-            "bolide-bench must not depend on {forbidden}"
-        );
+    for tool in ["bench", "cli"] {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tools")
+            .join(tool)
+            .join("Cargo.toml");
+        let manifest = std::fs::read_to_string(manifest).expect("tool manifest");
+        for forbidden in ["bolide-store", "bolide-transaction", "bolide-server"] {
+            assert!(
+                !manifest.contains(forbidden),
+                "tools/{tool} must not depend on {forbidden}"
+            );
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use crate::device::{AppendError, CommitWait, Device, DeviceConfig, Purpose};
 use crate::index::{Data, Entry, Extent, IndexTable, Layout, RecordMeta, Stored};
 use bolide_types::{Digest, PARTITION_COUNT};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -149,6 +150,9 @@ pub struct Namespace {
     /// Told of record changes while `observed` is set.
     observer: OnceLock<Arc<dyn RecordObserver>>,
     observed: AtomicBool,
+    /// Node services defined in the layers above (secondary indexes, UDF
+    /// modules), carried opaquely so that every request reaches them.
+    attachment: OnceLock<Arc<dyn Any + Send + Sync>>,
 }
 
 /// Why a set could not be named.
@@ -215,7 +219,18 @@ impl Namespace {
             truncate_lut_ms: AtomicU64::new(0),
             observer: OnceLock::new(),
             observed: AtomicBool::new(false),
+            attachment: OnceLock::new(),
         }
+    }
+
+    /// Attaches the node's services (once; false if already attached).
+    pub fn attach(&self, services: Arc<dyn Any + Send + Sync>) -> bool {
+        self.attachment.set(services).is_ok()
+    }
+
+    /// The attached services, if they are of type `T`.
+    pub fn attached<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.attachment.get()?.downcast_ref::<T>()
     }
 
     /// Installs the namespace's record observer (once; false if one was

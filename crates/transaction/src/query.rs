@@ -16,7 +16,7 @@ use crate::sindex::cells;
 use crate::sindex::definition::{Collection, KeyType};
 use crate::sindex::keys::{self, Value};
 use crate::sindex::SecondaryIndex;
-use bolide_store::{Namespace, RecordView, Store};
+use bolide_store::{Namespace, RecordView};
 use bolide_types::{particle, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES};
 use bolide_wire::Message;
 use std::collections::{HashMap, HashSet};
@@ -56,11 +56,7 @@ pub struct IndexQuery {
 
 impl IndexQuery {
     /// Plans the query a message asks for (it has an INDEX_RANGE field).
-    pub fn plan(
-        store: &Store,
-        namespace: &Namespace,
-        message: &Message<'_>,
-    ) -> Result<IndexQuery, ResultCode> {
+    pub fn plan(namespace: &Namespace, message: &Message<'_>) -> Result<IndexQuery, ResultCode> {
         let fields = &message.fields;
         let range = fields.index_range.ok_or(ResultCode::Parameter)?;
         let (bin, key_type, filter) = parse_range(range)?;
@@ -72,7 +68,7 @@ impl IndexQuery {
         if let Some(context) = fields.index_context {
             crate::sindex::definition::check_context(context)?;
         }
-        let sindexes = &crate::services(store)
+        let sindexes = &crate::services(namespace)
             .ok_or(ResultCode::IndexNotFound)?
             .sindexes;
         let index = match (fields.index_name, bin.is_empty()) {
