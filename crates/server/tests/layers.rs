@@ -23,6 +23,16 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-transaction",
         ],
     ),
+    (
+        "fuzzing",
+        &[
+            "bolide-types",
+            "bolide-wire",
+            "bolide-store",
+            "bolide-transaction",
+            "bolide-server",
+        ],
+    ),
 ];
 
 #[test]
@@ -68,6 +78,16 @@ fn tools_talk_to_the_server_through_the_wire_crate_only() {
                 "tools/{tool} must not depend on {forbidden}"
             );
         }
+    }
+}
+
+#[test]
+fn nothing_depends_on_the_fuzzing_checks() {
+    for (name, allowed) in LAYERS {
+        assert!(
+            !allowed.contains(&"bolide-fuzzing"),
+            "crate {name} must not depend on bolide-fuzzing"
+        );
     }
 }
 
