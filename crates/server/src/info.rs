@@ -263,6 +263,7 @@ fn statistics(node: &Node) -> String {
         text,
         ";uptime={};objects={};client_connections={};client_connections_opened={};client_connections_closed={};\
          client_connections_refused={};info_requests={};admin_requests={};bad_frames={};\
+         proto_buffer_budget_bytes={};proto_buffer_used_bytes={};proto_buffer_waits={};proto_buffer_closed={};\
          process_rss_bytes={};system_total_memory_bytes={};system_free_mem_pct={};\
          service_threads={}",
         node.started.elapsed().as_secs(),
@@ -274,6 +275,10 @@ fn statistics(node: &Node) -> String {
         node.info_requests.load(Relaxed),
         node.admin_requests.load(Relaxed),
         node.bad_frames.load(Relaxed),
+        node.budget.limit_bytes(),
+        node.budget.used_bytes(),
+        node.budget.waits.load(Relaxed),
+        node.budget.closed.load(Relaxed),
         process_rss_bytes(),
         total,
         free_pct,

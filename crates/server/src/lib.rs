@@ -6,6 +6,7 @@
 //! `bolide-store`, `bolide-transaction`); nothing depends on it.
 #![deny(unsafe_code)]
 
+pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod connection;
@@ -27,6 +28,7 @@ use tokio::sync::mpsc;
 /// Runs a node until SIGTERM or SIGINT. Returns an error (already worded
 /// for the operator) if it cannot start.
 pub fn run(config: Config) -> Result<(), String> {
+    budget::keep_large_allocations_mapped();
     let node = Arc::new(Node::new(config)?);
     // Defragmentation is background work: at nice 10 it yields the core to
     // the event loops when they are busy.
@@ -82,6 +84,13 @@ pub fn run(config: Config) -> Result<(), String> {
         tracing::info!(%address, "http: /metrics and the console");
     }
     supervisor::start(node.clone());
+    {
+        let node = node.clone();
+        std::thread::Builder::new()
+            .name("budget".into())
+            .spawn(move || node.budget.run_enforcer())
+            .map_err(|error| format!("cannot start budget enforcer: {error}"))?;
+    }
     latency::start_ticker(node.clone());
     cluster::migrate::start(node.clone())?;
     cluster::remote::start_fabric_thread(node.clone())?;

@@ -1,6 +1,7 @@
 //! The node: configuration, store, identity and node-wide counters, shared
 //! by every event loop.
 
+use crate::budget::Budget;
 use crate::cluster::remote::BlockingRunner;
 use crate::cluster::ClusterService;
 use crate::config::Config;
@@ -32,6 +33,8 @@ pub struct Node {
     pub info_requests: AtomicU64,
     pub admin_requests: AtomicU64,
     pub bad_frames: AtomicU64,
+    /// Connection buffers beyond each connection's allowance.
+    pub budget: Budget,
     /// Latency histograms (`latencies:`, `/metrics`, the console).
     pub latencies: Latencies,
 }
@@ -48,6 +51,11 @@ impl Node {
         let runner: Arc<dyn RemoteRunner> = Arc::new(BlockingRunner {
             jobs: cluster.blocking.clone(),
         });
+        let budget = Budget::new(
+            config
+                .proto_buffer_budget_bytes
+                .unwrap_or_else(Budget::default_limit_bytes),
+        );
         let latencies = Latencies::new(
             store.namespaces().iter().map(|ns| ns.name()),
             config.service_threads,
@@ -72,6 +80,7 @@ impl Node {
             info_requests: AtomicU64::new(0),
             admin_requests: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
+            budget,
             latencies,
         })
     }

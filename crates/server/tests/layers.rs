@@ -34,6 +34,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     // The simulator drives the cluster state machine alone.
     ("sim", &["bolide-types", "bolide-cluster"]),
+    (
+        "fuzzing",
+        &[
+            "bolide-types",
+            "bolide-wire",
+            "bolide-store",
+            "bolide-transaction",
+            "bolide-server",
+        ],
+    ),
 ];
 
 #[test]
@@ -79,6 +89,16 @@ fn tools_talk_to_the_server_through_the_wire_crate_only() {
                 "tools/{tool} must not depend on {forbidden}"
             );
         }
+    }
+}
+
+#[test]
+fn nothing_depends_on_the_fuzzing_checks() {
+    for (name, allowed) in LAYERS {
+        assert!(
+            !allowed.contains(&"bolide-fuzzing"),
+            "crate {name} must not depend on bolide-fuzzing"
+        );
     }
 }
 

@@ -364,14 +364,12 @@ impl ScanJob {
             let Some(record) = RecordView::parse(bytes) else {
                 continue;
             };
-            if self
-                .query
-                .as_ref()
-                .is_some_and(|query| !query.matches(&record))
-            {
+            let digest = Digest(*entry.digest);
+            if self.query.as_ref().is_some_and(|query| {
+                !query.matches(namespace, &digest, &entry.meta, &record, bytes.len())
+            }) {
                 continue;
             }
-            let digest = Digest(*entry.digest);
             if crate::check_filter(
                 namespace,
                 self.filter.as_ref(),
@@ -404,6 +402,16 @@ impl ScanJob {
                     self.records_sent += 1;
                     continue;
                 }
+            }
+            // As on the server, a record with none of the selected bins is
+            // not sent at all.
+            let selected =
+                |bin: &bolide_store::Bin<'_>| self.bins.iter().any(|name| name == bin.name);
+            if !self.no_bin_data
+                && !self.bins.is_empty()
+                && !record.bins().any(|bin| selected(&bin))
+            {
+                continue;
             }
             let header = MsgHeader {
                 info1: if self.no_bin_data {

@@ -176,6 +176,26 @@ impl ClusterService {
         }
     }
 
+    /// Serves every partition of every namespace here, with no cluster
+    /// thread (a node embedded in tests and fuzz targets; `run` starts the
+    /// cluster instead).
+    pub fn serve_alone(&self, store: &Store) {
+        let namespaces: Vec<(String, usize, ConflictPolicy)> = store
+            .namespaces()
+            .iter()
+            .zip(&self.policies)
+            .map(|(ns, policy)| {
+                (
+                    ns.name().to_owned(),
+                    ns.config.replication_factor as usize,
+                    *policy,
+                )
+            })
+            .collect();
+        self.routing
+            .store(Arc::new(Routing::standalone(self.node_id, &namespaces)));
+    }
+
     /// Tells the cluster thread something.
     pub fn send(&self, event: Event) {
         let _ = self.events.send(event);
