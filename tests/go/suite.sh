@@ -79,40 +79,6 @@ CDT Map Test should support Relative MapGet ops :: map operation answers differ 
 CDT Map Test should support Relative MapRemove ops :: map operation answers differ from the server's
 Aerospike Data operations on native types Operate operations must apply all operations, and result should match expectation :: operate [touch, read header] answers all bins
 Aerospike Batch Write operations BatchRead operations with TTL Reset Read TTL :: read-touch-ttl-percent not implemented yet
-Query operations must handle a Query on a non-existing set without timing out :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific list element :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific map key :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific map value :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsWithExpressionFilter should work with list expression :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsWithIndexNameFilter should work with index name :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Range Filters NewContainsRangeFilter should work with numeric ranges in lists :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Range Filters NewContainsRangeWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Range Filters NewContainsRangeWithIndexNameFilter should work with map values index :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Range Filters NewContainsRangeWithIndexNameFilter should work with numeric list index :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRadiusForCollectionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRadiusForCollectionWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRadiusForCollectionWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRegionForCollectionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRegionForCollectionWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRegionForCollectionWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Regions Containing Point Filters NewGeoRegionsContainingPointFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Regions Containing Point Filters NewGeoRegionsContainingPointWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Regions Containing Point Filters NewGeoRegionsContainingPointWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Radius Filters NewGeoWithinRadiusFilter should find points near London :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Radius Filters NewGeoWithinRadiusWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Radius Filters NewGeoWithinRadiusWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Region Filters NewGeoWithinRegionFilter should find points in Australia :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Region Filters NewGeoWithinRegionWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Region Filters NewGeoWithinRegionWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index is listed after creation :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index returns six records when filtering by *expression* :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index returns six records when filtering by index *name* :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index returns six records when filtering with NewEqualWithExpressionFilter :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index returns six records when filtering with NewEqualWithIndexNameFilter :: sindex/UDF: branch compat-sindex
-Secondary index test Range Filters NewRangeFilter should return correct records :: sindex/UDF: branch compat-sindex
-Secondary index test Range Filters NewRangeWithExpressionFilter should work with age expression :: sindex/UDF: branch compat-sindex
-Secondary index test Range Filters NewRangeWithIndexNameFilter should work with bin index name :: sindex/UDF: branch compat-sindex
-Secondary index test Range Filters NewRangeWithIndexNameFilter should work with expression index name :: sindex/UDF: branch compat-sindex
 LIST
 )"
 

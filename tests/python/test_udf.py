@@ -148,13 +148,6 @@ def module_file(directory: Path, name: str, text: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def client(server, tmp_path_factory):
-    """A client whose own Lua directory (where it keeps copies of the
-    modules it registers) is a temporary one, not the working directory."""
-    return server.client(lua={"user_path": str(tmp_path_factory.mktemp("client-lua"))})
-
-
 @pytest.fixture
 def modules(client, tmp_path):
     """Registers modules from text; removes them afterwards."""
@@ -392,7 +385,7 @@ def test_modules_survive_a_restart(tmp_path):
     text = RESTART_CONFIG.replace("@WORK@", str(tmp_path / "work"))
     srv = BolideServer(config_text=text).start()
     try:
-        c = srv.client(lua={"user_path": str(tmp_path)})
+        c = srv.client()
         c.udf_put(str(module_file(tmp_path, "kept.lua", RECORD_UDF)))
         assert c.apply((NS, "k", 1), "kept", "echo", [5]) == 5
         assert srv.terminate() == 0
@@ -401,7 +394,7 @@ def test_modules_survive_a_restart(tmp_path):
     assert (tmp_path / "work" / "udf" / "lua" / "kept.lua").read_text() == RECORD_UDF
     srv = BolideServer(config_text=text).start()
     try:
-        c = srv.client(lua={"user_path": str(tmp_path)})
+        c = srv.client()
         assert "kept.lua" in {entry["name"] for entry in c.udf_list()}
         assert c.apply((NS, "k", 1), "kept", "echo", ["back"]) == "back"
     finally:
@@ -459,11 +452,10 @@ def test_background_write_ops_over_a_query(client, fresh_set):
 # ---------------------------------------------------------------- aggregations
 
 
-def test_stream_udfs_aggregate_on_the_server(server, modules, fresh_set, tmp_path):
-    client = server.client(lua={"user_path": str(tmp_path)})
+def test_stream_udfs_aggregate_on_the_server(server, client, modules, fresh_set):
+    # The client runs the last reduce itself, from the copy of the module
+    # udf_put left in its Lua directory (bolide_server.CLIENT_LUA_DIR).
     module = modules(STREAM_UDF)
-    # The client runs the last reduce itself, from its own copy of the module.
-    module_file(tmp_path, f"{module}.lua", STREAM_UDF)
     for i in range(200):
         client.put((NS, fresh_set, i), {"n": i})
     query = client.query(NS, fresh_set)

@@ -103,10 +103,10 @@ pub struct SetStats {
     pub truncate_lut_ms: AtomicU64,
 }
 
-/// One record's bytes as stored, with its set.
+/// One record's bytes as stored, with its metadata.
 #[derive(Clone, Copy, Debug)]
 pub struct StoredRecord<'a> {
-    pub set_id: u16,
+    pub meta: RecordMeta,
     pub bytes: &'a [u8],
 }
 
@@ -656,17 +656,17 @@ impl<'n> PartitionWriter<'n> {
             return self.put_unobserved(digest, meta, record);
         };
         let mut old_bytes = Vec::new();
-        let old_set = self.copy_current(digest, &mut old_bytes);
+        let old_meta = self.copy_current(digest, &mut old_bytes);
         let wait = self.put_unobserved(digest, meta, record)?;
         observer.record_changed(&RecordChange {
             partition: digest.partition_id().index(),
             digest,
-            old: old_set.map(|set_id| StoredRecord {
-                set_id,
+            old: old_meta.map(|meta| StoredRecord {
+                meta,
                 bytes: &old_bytes,
             }),
             new: Some(StoredRecord {
-                set_id: meta.set_id,
+                meta,
                 bytes: record,
             }),
         });
@@ -674,12 +674,12 @@ impl<'n> PartitionWriter<'n> {
     }
 
     /// Copies the stored bytes of `digest`'s current version into `buf`
-    /// (from memory or the device) and returns its set; None if there is
-    /// no record or its bytes cannot be read back (then nothing of it can
-    /// be unindexed; queries check every record they return anyway).
-    fn copy_current(&self, digest: &Digest, buf: &mut Vec<u8>) -> Option<u16> {
+    /// (from memory or the device) and returns its metadata; None if there
+    /// is no record or its bytes cannot be read back (then nothing of it
+    /// can be unindexed; queries check every record they return anyway).
+    fn copy_current(&self, digest: &Digest, buf: &mut Vec<u8>) -> Option<RecordMeta> {
         let entry = self.table.get(digest)?;
-        let set_id = entry.meta.set_id;
+        let meta = entry.meta;
         match entry.record {
             Stored::InMemory(bytes) => buf.extend_from_slice(bytes),
             Stored::OnDevice { .. } => {
@@ -688,7 +688,7 @@ impl<'n> PartitionWriter<'n> {
                 buf.extend_from_slice(bytes);
             }
         }
-        Some(set_id)
+        Some(meta)
     }
 
     fn put_unobserved(
@@ -786,14 +786,14 @@ impl<'n> PartitionWriter<'n> {
             return self.remove_unobserved(digest);
         };
         let mut old_bytes = Vec::new();
-        let old_set = self.copy_current(digest, &mut old_bytes);
+        let old_meta = self.copy_current(digest, &mut old_bytes);
         let removed = self.remove_unobserved(digest);
-        if let (true, Some(set_id)) = (removed, old_set) {
+        if let (true, Some(meta)) = (removed, old_meta) {
             observer.record_changed(&RecordChange {
                 partition: digest.partition_id().index(),
                 digest,
                 old: Some(StoredRecord {
-                    set_id,
+                    meta,
                     bytes: &old_bytes,
                 }),
                 new: None,

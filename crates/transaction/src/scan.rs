@@ -335,14 +335,12 @@ impl ScanJob {
             let Some(record) = RecordView::parse(bytes) else {
                 continue;
             };
-            if self
-                .query
-                .as_ref()
-                .is_some_and(|query| !query.matches(&record))
-            {
+            let digest = Digest(*entry.digest);
+            if self.query.as_ref().is_some_and(|query| {
+                !query.matches(namespace, &digest, &entry.meta, &record, bytes.len())
+            }) {
                 continue;
             }
-            let digest = Digest(*entry.digest);
             if crate::check_filter(
                 namespace,
                 self.filter.as_ref(),
