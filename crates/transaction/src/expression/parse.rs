@@ -194,7 +194,9 @@ fn particle_literal(bytes: &[u8]) -> Result<Literal, ResultCode> {
     match bytes.split_first() {
         Some((&particle::STRING, rest)) => Ok(Literal::Str(rest.to_vec())),
         Some((&particle::GEOJSON, rest)) => Ok(Literal::Geo(rest.to_vec())),
-        Some((&particle_type, rest)) if particle::is_blob(particle_type) => {
+        Some((&particle_type, rest))
+            if particle::is_blob(particle_type) || particle_type == particle::HLL =>
+        {
             Ok(Literal::Blob(particle_type, rest.to_vec()))
         }
         Some(_) => Err(ResultCode::UnsupportedFeature),
@@ -436,11 +438,12 @@ fn parse_call(
         }
         code::DIGEST_MODULO => {
             expect(1)?;
-            let modulus = reader.int().map_err(|_| ResultCode::Parameter)?;
-            if modulus <= 0 {
+            // The server keeps the low 32 bits, as a signed number.
+            let modulus = reader.int().map_err(|_| ResultCode::Parameter)? as i32;
+            if modulus == 0 {
                 return Err(ResultCode::Parameter);
             }
-            Expr::DigestModulo(modulus)
+            Expr::DigestModulo(i64::from(modulus))
         }
         code::DEVICE_SIZE
         | code::LAST_UPDATE
@@ -484,6 +487,7 @@ fn check_types(left: &Expr, right: &Expr) -> Result<(), ResultCode> {
         Expr::Literal(Literal::Int(_)) => Some(kind::INT),
         Expr::Literal(Literal::Float(_)) => Some(kind::FLOAT),
         Expr::Literal(Literal::Str(_)) => Some(kind::STRING),
+        Expr::Literal(Literal::Blob(particle::HLL, _)) => Some(kind::HLL),
         Expr::Literal(Literal::Blob(..)) => Some(kind::BLOB),
         Expr::Literal(Literal::Geo(_)) => Some(kind::GEO),
         Expr::Literal(Literal::List(_)) => Some(kind::LIST),
