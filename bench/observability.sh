@@ -141,9 +141,16 @@ for workload in $WORKLOADS; do
   for depth in $DEPTHS; do
     a=(); b=()
     for round in $(seq "$ROUNDS"); do
-      load "$out/sbs-before-$workload-$depth-$round.json" "$before_port" "$workload" "$depth" &
-      first=$!
-      load "$out/sbs-after-$workload-$depth-$round.json" "$after_port" "$workload" "$depth"
+      # Which client starts first alternates, so neither side keeps an edge.
+      if [ $((round % 2)) = 1 ]; then
+        load "$out/sbs-before-$workload-$depth-$round.json" "$before_port" "$workload" "$depth" &
+        first=$!
+        load "$out/sbs-after-$workload-$depth-$round.json" "$after_port" "$workload" "$depth"
+      else
+        load "$out/sbs-after-$workload-$depth-$round.json" "$after_port" "$workload" "$depth" &
+        first=$!
+        load "$out/sbs-before-$workload-$depth-$round.json" "$before_port" "$workload" "$depth"
+      fi
       wait "$first"
       a+=("$(tps "$out/sbs-before-$workload-$depth-$round.json")")
       b+=("$(tps "$out/sbs-after-$workload-$depth-$round.json")")
@@ -161,6 +168,18 @@ stop before
   echo "|---|---|---|---|---:|---:|---|"
 } >> "$out/results.md"
 start other "$AFTER"
+# Control: the same build on both sides, nobody scraped. How far from 1.000
+# this lands is the noise of the method on this machine at this moment.
+a=(); b=()
+for round in $(seq "$ROUNDS"); do
+  load "$out/control-other-$round.json" "$other_port" RU,50 16 &
+  first=$!
+  load "$out/control-after-$round.json" "$after_port" RU,50 16
+  wait "$first"
+  a+=("$(tps "$out/control-other-$round.json")")
+  b+=("$(tps "$out/control-after-$round.json")")
+done
+echo "$(ratios "control: none" "${a[*]}" "${b[*]}") - | - |" >> "$out/results.md"
 for interval in $SCRAPE_INTERVALS; do
   a=(); b=()
   for round in $(seq "$ROUNDS"); do
