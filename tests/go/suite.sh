@@ -79,69 +79,6 @@ CDT Map Test should support Relative MapGet ops :: map operation answers differ 
 CDT Map Test should support Relative MapRemove ops :: map operation answers differ from the server's
 Aerospike Data operations on native types Operate operations must apply all operations, and result should match expectation :: operate [touch, read header] answers all bins
 Aerospike Batch Write operations BatchRead operations with TTL Reset Read TTL :: read-touch-ttl-percent not implemented yet
-Aerospike Batch Write operations BatchUDF operations must return correct errors :: sindex/UDF: branch compat-sindex
-Aerospike Batch Write operations BatchUDF operations must return the result with same ordering :: sindex/UDF: branch compat-sindex
-Aerospike Batch Write operations BatchUDF operations must return the results for single BatchUDF vs multiple :: sindex/UDF: branch compat-sindex
-Aerospike Batch Write operations BatchUDF operations must return the results when one operation is against an invalid namespace :: sindex/UDF: branch compat-sindex
-Aerospike Data operations on objects UDF Objects operations must serialize values to the lua function and deserialize into object, even if it is int :: sindex/UDF: branch compat-sindex
-Aerospike Data operations on objects UDF Objects operations must store and get values of types which implement Value interface using udf :: sindex/UDF: branch compat-sindex
-CDT Map Test should handle CDTs in UDFs :: sindex/UDF: branch compat-sindex
-Query Aggregate operations must handle running an aggregate query on a set that does not exist without timing out :: sindex/UDF: branch compat-sindex
-Query Aggregate operations must return Sum and Count to the client :: sindex/UDF: branch compat-sindex
-Query Aggregate operations must return the sum of specified bin to the client :: sindex/UDF: branch compat-sindex
-Query operations must Query a specific range by applying a udf filter and get only relevant records back :: sindex/UDF: branch compat-sindex
-Query operations must Query specific equality filters and apply operations on the records :: sindex/UDF: branch compat-sindex
-Query operations must Query specific equality filters and apply operations on the records without filters :: sindex/UDF: branch compat-sindex
-Query operations must allow reusing the same statement for multiple QueryExecute calls without errors :: sindex/UDF: branch compat-sindex
-Query operations must handle a Query on a non-existing set without timing out :: sindex/UDF: branch compat-sindex
-Query operations must not return server errors when QueryExecute is called with BinNames in scan mode (no filter) :: sindex/UDF: branch compat-sindex
-Query operations must not return server errors when QueryExecute is called with BinNames populated :: sindex/UDF: branch compat-sindex
-Query operations must validate taskId for background query jobs using query-show info command :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific list element :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific map key :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsFilter should find records with specific map value :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsWithExpressionFilter should work with list expression :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Filters NewContainsWithIndexNameFilter should work with index name :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Range Filters NewContainsRangeFilter should work with numeric ranges in lists :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Range Filters NewContainsRangeWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Range Filters NewContainsRangeWithIndexNameFilter should work with map values index :: sindex/UDF: branch compat-sindex
-Secondary index test Collection Filters Contains Range Filters NewContainsRangeWithIndexNameFilter should work with numeric list index :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRadiusForCollectionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRadiusForCollectionWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRadiusForCollectionWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRegionForCollectionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRegionForCollectionWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Collection Geospatial Filters NewGeoWithinRegionForCollectionWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Regions Containing Point Filters NewGeoRegionsContainingPointFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Regions Containing Point Filters NewGeoRegionsContainingPointWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Regions Containing Point Filters NewGeoRegionsContainingPointWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Radius Filters NewGeoWithinRadiusFilter should find points near London :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Radius Filters NewGeoWithinRadiusWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Radius Filters NewGeoWithinRadiusWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Region Filters NewGeoWithinRegionFilter should find points in Australia :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Region Filters NewGeoWithinRegionWithExpressionFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Geospatial Filters Geo Within Region Filters NewGeoWithinRegionWithIndexNameFilter should work :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index is listed after creation :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index returns six records when filtering by *expression* :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index returns six records when filtering by index *name* :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index returns six records when filtering with NewEqualWithExpressionFilter :: sindex/UDF: branch compat-sindex
-Secondary index test Index creation with expression Create non-existing index returns six records when filtering with NewEqualWithIndexNameFilter :: sindex/UDF: branch compat-sindex
-Secondary index test Range Filters NewRangeFilter should return correct records :: sindex/UDF: branch compat-sindex
-Secondary index test Range Filters NewRangeWithExpressionFilter should work with age expression :: sindex/UDF: branch compat-sindex
-Secondary index test Range Filters NewRangeWithIndexNameFilter should work with bin index name :: sindex/UDF: branch compat-sindex
-Secondary index test Range Filters NewRangeWithIndexNameFilter should work with expression index name :: sindex/UDF: branch compat-sindex
-UDF/Query tests must Register a UDF :: sindex/UDF: branch compat-sindex
-UDF/Query tests must drop a udf on the server :: sindex/UDF: branch compat-sindex
-UDF/Query tests must list all udfs on the server :: sindex/UDF: branch compat-sindex
-UDF/Query tests must parse invalid UDF error :: sindex/UDF: branch compat-sindex
-UDF/Query tests must run a UDF on a single record :: sindex/UDF: branch compat-sindex
-UDF/Query tests must run a UDF to create single record and persist the original key value :: sindex/UDF: branch compat-sindex
-UDF/Query tests must run the UDF on all records must run a DeleteUDF on a range of records :: sindex/UDF: branch compat-sindex
-UDF/Query tests must run the UDF on all records must run a UDF on all records :: sindex/UDF: branch compat-sindex
-UDF/Query tests must serialize parameters and return values sensibly must serialize list values to echo function and get the same value back :: sindex/UDF: branch compat-sindex
-UDF/Query tests must serialize parameters and return values sensibly must serialize map values to echo function and get the same value back :: sindex/UDF: branch compat-sindex
-UDF/Query tests must serialize parameters and return values sensibly must serialize nil values to echo function and get the same value back :: sindex/UDF: branch compat-sindex
-UDF/Query tests must serialize parameters and return values sensibly must serialize values to echo function and get the same value back :: sindex/UDF: branch compat-sindex
 LIST
 )"
 

@@ -138,6 +138,13 @@ def render_config(
     return "\n".join(lines) + "\n"
 
 
+# Every client of the test process shares one Lua directory: the client
+# library keeps copies of the UDF modules it registers there (the default is
+# the working directory) and runs the client side of aggregations from it,
+# and it takes that directory from the first client made in the process.
+CLIENT_LUA_DIR = tempfile.mkdtemp(prefix="bolide-client-lua-")
+
+
 class ServerStartError(RuntimeError):
     pass
 
@@ -270,6 +277,7 @@ class BolideServer:
                 "remove": {"total_timeout": 5000, "max_retries": 0},
                 "info": {"timeout": 5000},
             },
+            "lua": {"user_path": CLIENT_LUA_DIR},
         }
         cfg.update(extra)
         return cfg

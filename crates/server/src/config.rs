@@ -10,6 +10,9 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+/// The smallest `proto-buffer-budget`: room for a few large frames.
+pub const PROTO_BUFFER_BUDGET_MIN: u64 = 1 << 20;
+
 /// The HTTP port (`/metrics`, the console) of a node started without a
 /// configuration file.
 pub const DEFAULT_HTTP_PORT: u16 = 8081;
@@ -22,6 +25,9 @@ pub struct Config {
     pub service_threads: usize,
     pub proto_fd_max: usize,
     pub proto_fd_idle_ms: u64,
+    /// Node-wide budget for connection buffers; None: the default (the
+    /// smaller of 256 MiB and 5% of the machine's memory).
+    pub proto_buffer_budget_bytes: Option<u64>,
     pub pidfile: Option<PathBuf>,
     /// Where node metadata (secondary index definitions, UDF modules) is
     /// kept; None: in memory only.
@@ -81,6 +87,7 @@ impl Default for Config {
             service_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             proto_fd_max: 15_000,
             proto_fd_idle_ms: 0,
+            proto_buffer_budget_bytes: None,
             pidfile: None,
             work_directory: None,
             log_level: "info".to_owned(),
@@ -326,6 +333,13 @@ impl Config {
                 }
                 "proto-fd-max" => self.proto_fd_max = directive.number()?,
                 "proto-fd-idle-ms" => self.proto_fd_idle_ms = directive.number()?,
+                "proto-buffer-budget" => {
+                    let bytes = directive.size()?;
+                    if bytes < PROTO_BUFFER_BUDGET_MIN {
+                        return Err(directive.error("proto-buffer-budget must be at least 1M"));
+                    }
+                    self.proto_buffer_budget_bytes = Some(bytes);
+                }
                 "ticker-interval" => {
                     self.ticker_interval_seconds = directive.number()?;
                     if !(1..=86_400).contains(&self.ticker_interval_seconds) {
@@ -703,6 +717,35 @@ namespace legacy {
             (legacy.evict_used_percent, legacy.stop_writes_used_percent),
             (60, 90)
         );
+    }
+
+    #[test]
+    fn proto_buffer_budget_takes_a_size_of_at_least_one_mebibyte() {
+        let with = |value: &str| {
+            Config::parse(&format!(
+                "service {{\n    proto-buffer-budget {value}\n}}\nnamespace test {{\n}}\n"
+            ))
+        };
+        assert_eq!(
+            Config::parse("namespace test {\n}\n")
+                .expect("valid")
+                .proto_buffer_budget_bytes,
+            None
+        );
+        assert_eq!(
+            with("64M").expect("valid").proto_buffer_budget_bytes,
+            Some(64 << 20)
+        );
+        assert_eq!(
+            with("1G").expect("valid").proto_buffer_budget_bytes,
+            Some(1 << 30)
+        );
+        let error = with("512K").expect_err("too small");
+        assert_eq!(
+            (error.line, error.directive.as_str()),
+            (2, "proto-buffer-budget")
+        );
+        assert!(with("lots").is_err());
     }
 
     #[test]

@@ -2,13 +2,13 @@
 //! order, write the answers back, repeat. Requests run to completion on
 //! this event loop's thread; pipelined requests are answered in order.
 
+use crate::budget::{ConnectionBudget, Input, NoRoom, READ_CHUNK_BYTES};
 use crate::info;
 use crate::latency::Timing;
 use crate::node::Node;
 use bolide_transaction::{Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use bolide_wire::response::{append_admin_not_enabled, append_info};
-use bytes::{Buf, BytesMut};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -18,13 +18,9 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-const READ_CHUNK_BYTES: usize = 16 * 1024;
-/// Buffers larger than this are released after the request that needed them.
-const BUFFER_KEEP_BYTES: usize = 1024 * 1024;
-
 /// Why a connection is closed by the server.
 #[derive(Debug)]
-enum Close {
+pub enum Close {
     Peer,
     Io(std::io::Error),
     BadFrame(bolide_wire::ProtoError),
@@ -33,6 +29,23 @@ enum Close {
     /// Storage failed before the answers' writes were durable: no answer
     /// may claim success.
     StorageFailed,
+    /// The buffer budget: closed to make room, or a request larger than
+    /// the whole budget.
+    Budget(NoRoom),
+}
+
+/// What answering the buffered frames left to do.
+pub enum Step {
+    /// Every complete frame is answered: read more.
+    Read,
+    /// The output reached its flush size: write it, then answer the rest.
+    Flush,
+    /// This frame's answer is a stream job; the answers before it go out
+    /// first. The number is what its buffers charge to the budget.
+    Stream(Box<dyn StreamJob>, u64),
+    /// A compressed frame needs this many bytes of the budget to inflate.
+    Inflate(u64),
+    Close(Close),
 }
 
 /// Serves one connection until the peer leaves or misbehaves.
@@ -56,53 +69,25 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
 }
 
 async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
-    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut input = Input::default();
     let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut scratch = Scratch::default();
+    let mut budget = ConnectionBudget::new(&node.budget);
     let mut timing = Timing::new(&node.latencies);
     let idle = match node.config.proto_fd_idle_ms {
         0 => None,
         ms => Some(Duration::from_millis(ms)),
     };
     loop {
-        // Answer every complete frame already buffered, in order.
-        let mut failure = None;
-        let mut job = None;
-        loop {
-            match frame_length(&input) {
-                Ok(Some((header, total))) => {
-                    let body = input.get(PROTO_HEADER_BYTES..total).unwrap_or_default();
-                    let answer = dispatch(
-                        node,
-                        header,
-                        body,
-                        local,
-                        &mut output,
-                        &mut scratch,
-                        &mut timing,
-                    );
-                    match answer {
-                        Ok(Outcome::Answered) => input.advance(total),
-                        Ok(Outcome::Stream(stream_job)) => {
-                            // Answers before it go out first; frames after it wait.
-                            input.advance(total);
-                            timing.stream_started();
-                            job = Some(stream_job);
-                            break;
-                        }
-                        Err(close) => {
-                            failure = Some(close);
-                            break;
-                        }
-                    }
-                }
-                Ok(None) => break,
-                Err(error) => {
-                    failure = Some(Close::BadFrame(error));
-                    break;
-                }
-            }
-        }
+        let step = answer_buffered(
+            node,
+            &mut input,
+            &mut output,
+            &mut scratch,
+            &mut budget,
+            &mut timing,
+            local,
+        );
         // commit-to-device: the answers wait until their writes are
         // durable; every connection waiting shares one flush (group commit).
         for wait in scratch.take_commit_waits() {
@@ -111,30 +96,41 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             }
         }
         if !output.is_empty() {
+            budget.charge_output(&output, output.capacity(), Some(stream.as_fd()));
             if let Err(error) = stream.write_all(&output).await {
                 return Close::Io(error);
             }
             timing.written();
             output.clear();
-            if output.capacity() > BUFFER_KEEP_BYTES {
-                output.shrink_to(READ_CHUNK_BYTES);
+            budget.settle_output(&mut output);
+        }
+        match step {
+            Step::Read => {}
+            Step::Flush => continue,
+            Step::Stream(job, bytes) => {
+                if let Err(no_room) = budget.reserve_job(bytes, Some(stream.as_fd())).await {
+                    return Close::Budget(no_room);
+                }
+                let result = stream_job(stream, job).await;
+                budget.release_job();
+                if let Err(error) = result {
+                    return Close::Io(error);
+                }
+                timing.stream_done();
+                continue;
             }
-        }
-        if let Some(job) = job {
-            if let Err(error) = stream_job(stream, job).await {
-                return Close::Io(error);
+            Step::Inflate(bytes) => {
+                if let Err(no_room) = budget.reserve_inflation(bytes, Some(stream.as_fd())).await {
+                    return Close::Budget(no_room);
+                }
+                continue;
             }
-            timing.stream_done();
-            continue;
+            Step::Close(close) => return close,
         }
-        if let Some(close) = failure {
-            return close;
+        if let Err(no_room) = budget.make_room(&mut input, Some(stream.as_fd())).await {
+            return Close::Budget(no_room);
         }
-        if input.is_empty() && input.capacity() > BUFFER_KEEP_BYTES {
-            input = BytesMut::with_capacity(READ_CHUNK_BYTES);
-        }
-        input.reserve(READ_CHUNK_BYTES);
-        let read = read_some(stream, &mut input);
+        let read = read_some(stream, input.buffer());
         let read = match idle {
             Some(limit) => match tokio::time::timeout(limit, read).await {
                 Ok(result) => result,
@@ -150,6 +146,52 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
     }
 }
 
+/// Answers every complete frame in `input`, in order, into `output`, until
+/// one needs the connection's attention (a stream job, room to inflate, a
+/// full output, a bad frame). Consumes the frames it answered.
+// PERF: hot path.
+pub fn answer_buffered(
+    node: &Node,
+    input: &mut Input,
+    output: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    budget: &mut ConnectionBudget<'_>,
+    timing: &mut Timing<'_>,
+    local: SocketAddr,
+) -> Step {
+    loop {
+        if output.len() >= crate::budget::CONNECTION_FREE_BYTES {
+            return Step::Flush;
+        }
+        let (header, total) = match frame_length(input.data()) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Step::Read,
+            Err(error) => return Step::Close(Close::BadFrame(error)),
+        };
+        let body = input
+            .data()
+            .get(PROTO_HEADER_BYTES..total)
+            .unwrap_or_default();
+        match dispatch(node, header, body, local, output, scratch, budget, timing) {
+            Ok(Outcome::Answered) => input.consume(total),
+            Ok(Outcome::Stream(job)) => {
+                // Answers before it go out first; frames after it wait.
+                input.consume(total);
+                timing.stream_started();
+                return Step::Stream(job, stream_job_bytes(total));
+            }
+            Err(Dispatch::Inflate(bytes)) => return Step::Inflate(bytes),
+            Err(Dispatch::Close(close)) => return Step::Close(close),
+        }
+    }
+}
+
+/// What a stream job's buffers charge: its chunk, and the copy of its
+/// request a batch keeps.
+fn stream_job_bytes(frame_bytes: usize) -> u64 {
+    (CHUNK_BYTES + READ_CHUNK_BYTES + frame_bytes) as u64
+}
+
 /// Reads whatever is available into `input`.
 ///
 /// A read that returns less than the free space drained the socket, so the
@@ -157,7 +199,7 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
 /// event loop instead of spending a `read` syscall to learn `EAGAIN`. With
 /// request/response traffic that saves one syscall per request.
 // PERF: hot path.
-async fn read_some(stream: &TcpStream, input: &mut BytesMut) -> std::io::Result<usize> {
+async fn read_some(stream: &TcpStream, input: &mut Vec<u8>) -> std::io::Result<usize> {
     loop {
         stream.readable().await?;
         let space = input.capacity() - input.len();
@@ -280,8 +322,19 @@ fn set_thread_idle() {
     }
 }
 
+/// Why a frame was not answered.
+enum Dispatch {
+    /// Inflating it needs this many bytes of the budget first.
+    Inflate(u64),
+    Close(Close),
+}
+
 /// Answers one frame into `output`.
 // PERF: hot path.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the connection's parts, borrowed separately on the hot path"
+)]
 fn dispatch(
     node: &Node,
     header: ProtoHeader,
@@ -289,8 +342,9 @@ fn dispatch(
     local: SocketAddr,
     output: &mut Vec<u8>,
     scratch: &mut Scratch,
+    budget: &mut ConnectionBudget<'_>,
     timing: &mut Timing<'_>,
-) -> Result<Outcome, Close> {
+) -> Result<Outcome, Dispatch> {
     match header.message_type {
         MessageType::Message => {
             timing.answered(body);
@@ -312,12 +366,15 @@ fn dispatch(
             append_admin_not_enabled(output);
         }
         MessageType::Compressed => {
-            let inner = inflate(body).ok_or(Close::BadCompressed)?;
+            // Held while the message is inflated and executed.
+            let _inflation = budget.inflation(body).map_err(Dispatch::Inflate)?;
+            let bad = || Dispatch::Close(Close::BadCompressed);
+            let inner = inflate(body).ok_or_else(bad)?;
             let (inner_header, total) = frame_length(&inner)
-                .map_err(Close::BadFrame)?
-                .ok_or(Close::BadCompressed)?;
+                .map_err(|error| Dispatch::Close(Close::BadFrame(error)))?
+                .ok_or_else(bad)?;
             if inner_header.message_type != MessageType::Message || total != inner.len() {
-                return Err(Close::BadCompressed);
+                return Err(bad());
             }
             let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
             timing.answered(inner_body);

@@ -144,7 +144,11 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "best-practices" => "failed_best_practices=none".to_owned(),
         "sindex-create" | "sindex-delete" | "sindex-exists" | "sindex-list" | "sindex-stat"
         | "sindex" => crate::info_sindex::answer(node, command),
-        "health-outliers" | "udf-list" | "query-show" | "scan-show" | "jobs" => String::new(),
+        "udf-put" | "udf-get" | "udf-list" | "udf-remove" | "query-show" | "scan-show" | "jobs"
+        | "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
+            crate::info_udf::answer(node, command)
+        }
+        "health-outliers" => String::new(),
         "logs" => "0:stderr".to_owned(),
         "status" => "ok".to_owned(),
         _ => "ERROR:4:unrecognized command".to_owned(),
@@ -272,6 +276,7 @@ fn statistics(node: &Node) -> String {
         "cluster_size=1;cluster_key={:X};cluster_integrity=true;cluster_is_member=true;cluster_name={};\
          uptime={};objects={};client_connections={};client_connections_opened={};client_connections_closed={};\
          client_connections_refused={};info_requests={};admin_requests={};bad_frames={};\
+         proto_buffer_budget_bytes={};proto_buffer_used_bytes={};proto_buffer_waits={};proto_buffer_closed={};\
          process_rss_bytes={};system_total_memory_bytes={};system_free_mem_pct={};\
          service_threads={};migrate_partitions_remaining=0;migrate_allowed=true",
         node.node_id ^ 0x5A5A,
@@ -285,6 +290,10 @@ fn statistics(node: &Node) -> String {
         node.info_requests.load(Relaxed),
         node.admin_requests.load(Relaxed),
         node.bad_frames.load(Relaxed),
+        node.budget.limit_bytes(),
+        node.budget.used_bytes(),
+        node.budget.waits.load(Relaxed),
+        node.budget.closed.load(Relaxed),
         process_rss_bytes(),
         total,
         free_pct,

@@ -93,22 +93,23 @@ fn local_namespace<'a>(node: &Node, command: &InfoCommand<'a>) -> Result<&'a str
     }
 }
 
-/// `ns=..:indexname=..:set=..:bin=..:type=..:indextype=..:context=..:exp=null:state=..`
-/// per index, `;`-separated. Contexts are shown in base64.
+/// `ns=..:indexname=..:set=..:bin=..:type=..:indextype=..:context=..:exp=..:state=..`
+/// per index, `;`-separated. Contexts and expressions are shown in base64.
 fn list_lines(node: &Node, namespace: Option<&str>) -> String {
     let mut text = String::new();
     for index in node.services.sindexes.list(namespace) {
         let d = &index.definition;
         let _ = write!(
             text,
-            "ns={}:indexname={}:set={}:bin={}:type={}:indextype={}:context={}:exp=null:state={};",
+            "ns={}:indexname={}:set={}:bin={}:type={}:indextype={}:context={}:exp={}:state={};",
             d.namespace,
             index.name(),
             d.set.as_deref().unwrap_or("null"),
-            d.bin,
+            if d.bin.is_empty() { "null" } else { &d.bin },
             d.key_type.name(),
             d.collection.name(),
             d.context_base64().as_deref().unwrap_or("null"),
+            d.expression_base64().as_deref().unwrap_or("null"),
             if index.is_readable() { "RW" } else { "WO" },
         );
     }

@@ -6,11 +6,13 @@
 //! `bolide-store`, `bolide-transaction`); nothing depends on it.
 #![deny(unsafe_code)]
 
+pub mod budget;
 pub mod config;
 pub mod connection;
 pub mod http;
 pub mod info;
 mod info_sindex;
+mod info_udf;
 pub mod latency;
 pub mod node;
 pub mod supervisor;
@@ -25,6 +27,7 @@ use tokio::sync::mpsc;
 /// Runs a node until SIGTERM or SIGINT. Returns an error (already worded
 /// for the operator) if it cannot start.
 pub fn run(config: Config) -> Result<(), String> {
+    budget::keep_large_allocations_mapped();
     let node = Arc::new(Node::new(config)?);
     // Defragmentation is background work: at nice 10 it yields the core to
     // the event loops when they are busy.
@@ -73,6 +76,13 @@ pub fn run(config: Config) -> Result<(), String> {
         tracing::info!(%address, "http: /metrics and the console");
     }
     supervisor::start(node.clone());
+    {
+        let node = node.clone();
+        std::thread::Builder::new()
+            .name("budget".into())
+            .spawn(move || node.budget.run_enforcer())
+            .map_err(|error| format!("cannot start budget enforcer: {error}"))?;
+    }
     latency::start_ticker(node.clone());
 
     runtime.block_on(accept(node.clone(), listeners, loops, signals))?;

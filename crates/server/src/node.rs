@@ -1,6 +1,7 @@
 //! The node: configuration, store, identity and node-wide counters, shared
 //! by every event loop.
 
+use crate::budget::Budget;
 use crate::config::Config;
 use crate::latency::Latencies;
 use bolide_store::Store;
@@ -26,6 +27,8 @@ pub struct Node {
     pub info_requests: AtomicU64,
     pub admin_requests: AtomicU64,
     pub bad_frames: AtomicU64,
+    /// Connection buffers beyond each connection's allowance.
+    pub budget: Budget,
     /// Latency histograms (`latencies:`, `/metrics`, the console).
     pub latencies: Latencies,
 }
@@ -38,6 +41,11 @@ impl Node {
             .node_id
             .unwrap_or_else(|| default_node_id(config.service_port));
         let store = Store::open(config.namespaces.clone())?;
+        let budget = Budget::new(
+            config
+                .proto_buffer_budget_bytes
+                .unwrap_or_else(Budget::default_limit_bytes),
+        );
         let latencies = Latencies::new(
             store.namespaces().iter().map(|ns| ns.name()),
             config.service_threads,
@@ -60,6 +68,7 @@ impl Node {
             info_requests: AtomicU64::new(0),
             admin_requests: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
+            budget,
             latencies,
         })
     }

@@ -8,9 +8,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("types", &[]),
     ("wire", &["bolide-types"]),
     ("store", &["bolide-types"]),
+    ("udf", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
-        &["bolide-types", "bolide-wire", "bolide-store"],
+        &["bolide-types", "bolide-wire", "bolide-store", "bolide-udf"],
     ),
     (
         "server",
@@ -18,7 +19,18 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-types",
             "bolide-wire",
             "bolide-store",
+            "bolide-udf",
             "bolide-transaction",
+        ],
+    ),
+    (
+        "fuzzing",
+        &[
+            "bolide-types",
+            "bolide-wire",
+            "bolide-store",
+            "bolide-transaction",
+            "bolide-server",
         ],
     ),
 ];
@@ -66,6 +78,16 @@ fn tools_talk_to_the_server_through_the_wire_crate_only() {
                 "tools/{tool} must not depend on {forbidden}"
             );
         }
+    }
+}
+
+#[test]
+fn nothing_depends_on_the_fuzzing_checks() {
+    for (name, allowed) in LAYERS {
+        assert!(
+            !allowed.contains(&"bolide-fuzzing"),
+            "crate {name} must not depend on bolide-fuzzing"
+        );
     }
 }
 

@@ -24,15 +24,11 @@ pub use namespace::{
 pub use persist::{ColdStart, StorageThreads};
 pub use record::{Bin, RecordView};
 
-use std::any::Any;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// All namespaces of a node.
 pub struct Store {
     namespaces: Vec<Arc<Namespace>>,
-    /// Node services defined in the layers above (secondary indexes, UDF
-    /// modules), carried opaquely so that every request reaches them.
-    attachment: OnceLock<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Store {
@@ -46,20 +42,7 @@ impl Store {
                 Namespace::open(config).map_err(|error| format!("namespace {name}: {error}"))?;
             namespaces.push(Arc::new(namespace));
         }
-        Ok(Store {
-            namespaces,
-            attachment: OnceLock::new(),
-        })
-    }
-
-    /// Attaches the node's services (once; false if already attached).
-    pub fn attach(&self, services: Arc<dyn Any + Send + Sync>) -> bool {
-        self.attachment.set(services).is_ok()
-    }
-
-    /// The attached services, if they are of type `T`.
-    pub fn attached<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.attachment.get()?.downcast_ref::<T>()
+        Ok(Store { namespaces })
     }
 
     /// Starts the storage threads of persistent namespaces.
@@ -79,7 +62,6 @@ impl Store {
                 .into_iter()
                 .map(|c| Arc::new(Namespace::new(c)))
                 .collect(),
-            attachment: OnceLock::new(),
         }
     }
 

@@ -7,6 +7,7 @@ use crate::device::{AppendError, CommitWait, Device, DeviceConfig, Purpose};
 use crate::index::{Data, Entry, Extent, IndexTable, Layout, RecordMeta, Stored};
 use bolide_types::{Digest, PARTITION_COUNT};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -102,10 +103,10 @@ pub struct SetStats {
     pub truncate_lut_ms: AtomicU64,
 }
 
-/// One record's bytes as stored, with its set.
+/// One record's bytes as stored, with its metadata.
 #[derive(Clone, Copy, Debug)]
 pub struct StoredRecord<'a> {
-    pub set_id: u16,
+    pub meta: RecordMeta,
     pub bytes: &'a [u8],
 }
 
@@ -149,6 +150,9 @@ pub struct Namespace {
     /// Told of record changes while `observed` is set.
     observer: OnceLock<Arc<dyn RecordObserver>>,
     observed: AtomicBool,
+    /// Node services defined in the layers above (secondary indexes, UDF
+    /// modules), carried opaquely so that every request reaches them.
+    attachment: OnceLock<Arc<dyn Any + Send + Sync>>,
 }
 
 /// Why a set could not be named.
@@ -215,7 +219,18 @@ impl Namespace {
             truncate_lut_ms: AtomicU64::new(0),
             observer: OnceLock::new(),
             observed: AtomicBool::new(false),
+            attachment: OnceLock::new(),
         }
+    }
+
+    /// Attaches the node's services (once; false if already attached).
+    pub fn attach(&self, services: Arc<dyn Any + Send + Sync>) -> bool {
+        self.attachment.set(services).is_ok()
+    }
+
+    /// The attached services, if they are of type `T`.
+    pub fn attached<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.attachment.get()?.downcast_ref::<T>()
     }
 
     /// Installs the namespace's record observer (once; false if one was
@@ -641,17 +656,17 @@ impl<'n> PartitionWriter<'n> {
             return self.put_unobserved(digest, meta, record);
         };
         let mut old_bytes = Vec::new();
-        let old_set = self.copy_current(digest, &mut old_bytes);
+        let old_meta = self.copy_current(digest, &mut old_bytes);
         let wait = self.put_unobserved(digest, meta, record)?;
         observer.record_changed(&RecordChange {
             partition: digest.partition_id().index(),
             digest,
-            old: old_set.map(|set_id| StoredRecord {
-                set_id,
+            old: old_meta.map(|meta| StoredRecord {
+                meta,
                 bytes: &old_bytes,
             }),
             new: Some(StoredRecord {
-                set_id: meta.set_id,
+                meta,
                 bytes: record,
             }),
         });
@@ -659,12 +674,12 @@ impl<'n> PartitionWriter<'n> {
     }
 
     /// Copies the stored bytes of `digest`'s current version into `buf`
-    /// (from memory or the device) and returns its set; None if there is
-    /// no record or its bytes cannot be read back (then nothing of it can
-    /// be unindexed; queries check every record they return anyway).
-    fn copy_current(&self, digest: &Digest, buf: &mut Vec<u8>) -> Option<u16> {
+    /// (from memory or the device) and returns its metadata; None if there
+    /// is no record or its bytes cannot be read back (then nothing of it
+    /// can be unindexed; queries check every record they return anyway).
+    fn copy_current(&self, digest: &Digest, buf: &mut Vec<u8>) -> Option<RecordMeta> {
         let entry = self.table.get(digest)?;
-        let set_id = entry.meta.set_id;
+        let meta = entry.meta;
         match entry.record {
             Stored::InMemory(bytes) => buf.extend_from_slice(bytes),
             Stored::OnDevice { .. } => {
@@ -673,7 +688,7 @@ impl<'n> PartitionWriter<'n> {
                 buf.extend_from_slice(bytes);
             }
         }
-        Some(set_id)
+        Some(meta)
     }
 
     fn put_unobserved(
@@ -771,14 +786,14 @@ impl<'n> PartitionWriter<'n> {
             return self.remove_unobserved(digest);
         };
         let mut old_bytes = Vec::new();
-        let old_set = self.copy_current(digest, &mut old_bytes);
+        let old_meta = self.copy_current(digest, &mut old_bytes);
         let removed = self.remove_unobserved(digest);
-        if let (true, Some(set_id)) = (removed, old_set) {
+        if let (true, Some(meta)) = (removed, old_meta) {
             observer.record_changed(&RecordChange {
                 partition: digest.partition_id().index(),
                 digest,
                 old: Some(StoredRecord {
-                    set_id,
+                    meta,
                     bytes: &old_bytes,
                 }),
                 new: None,

@@ -16,6 +16,7 @@ mod bits;
 mod cdt;
 mod expression;
 mod geo;
+pub mod jobs;
 pub mod metadata;
 mod ops;
 mod particle_ops;
@@ -24,38 +25,45 @@ mod read;
 mod scan;
 pub mod sindex;
 mod ttl;
+pub mod udf;
 mod write;
 
 pub use batch::BatchJob;
 pub use scan::ScanJob;
 
-/// The node's services above the store: secondary indexes (and UDF
-/// modules). Attached to the store (`Store::attach`) so every request
-/// reaches them.
+/// The node's services above the store: secondary indexes and UDF
+/// modules. Attached to every namespace (`Namespace::attach`), so every
+/// request reaches them.
 pub struct Services {
     pub sindexes: std::sync::Arc<sindex::Sindexes>,
+    pub udfs: std::sync::Arc<udf::modules::UdfModules>,
+    pub jobs: std::sync::Arc<jobs::Jobs>,
 }
 
 impl Services {
     /// Opens the services of `store`: metadata kept in `work_directory`
     /// (none: in memory only) is read back, indexes start populating, and
-    /// the services are attached to the store.
+    /// the services are attached to the namespaces.
     pub fn open(
         store: &Store,
         work_directory: Option<&std::path::Path>,
         background: sindex::Background,
     ) -> Result<std::sync::Arc<Services>, String> {
         let services = std::sync::Arc::new(Services {
-            sindexes: sindex::Sindexes::open(store, work_directory, background)?,
+            sindexes: sindex::Sindexes::open(store, work_directory, background.clone())?,
+            udfs: std::sync::Arc::new(udf::modules::UdfModules::open(work_directory)?),
+            jobs: std::sync::Arc::new(jobs::Jobs::new(background)),
         });
-        store.attach(services.clone());
+        for namespace in store.namespaces() {
+            namespace.attach(services.clone());
+        }
         Ok(services)
     }
 }
 
-/// The services attached to `store`, if any.
-pub fn services(store: &Store) -> Option<&Services> {
-    store.attached::<Services>()
+/// The services attached to `namespace`, if any.
+pub fn services(namespace: &Namespace) -> Option<&Services> {
+    namespace.attached::<Services>()
 }
 
 use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
@@ -206,7 +214,7 @@ fn route(
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
     }
-    if fields.udf || fields.transaction {
+    if fields.transaction {
         return Err(ResultCode::UnsupportedFeature);
     }
     let own_filter = fields
@@ -218,7 +226,9 @@ fn route(
     let digest: [u8; DIGEST_BYTES] = digest.try_into().map_err(|_| ResultCode::Parameter)?;
     let digest = Digest(digest);
     let header = &message.header;
-    if header.info2 & info2::WRITE != 0 {
+    if fields.udf {
+        udf::apply(namespace, &digest, message, filter, out, scratch, framing)
+    } else if header.info2 & info2::WRITE != 0 {
         write::execute(namespace, &digest, message, filter, out, scratch, framing)
     } else if header.info1 & info1::READ != 0 {
         read::execute(

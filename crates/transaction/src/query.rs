@@ -16,7 +16,7 @@ use crate::sindex::cells;
 use crate::sindex::definition::{Collection, KeyType};
 use crate::sindex::keys::{self, Value};
 use crate::sindex::SecondaryIndex;
-use bolide_store::{Namespace, RecordView, Store};
+use bolide_store::{Namespace, RecordMeta, RecordView};
 use bolide_types::{particle, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES};
 use bolide_wire::Message;
 use std::collections::{HashMap, HashSet};
@@ -56,11 +56,7 @@ pub struct IndexQuery {
 
 impl IndexQuery {
     /// Plans the query a message asks for (it has an INDEX_RANGE field).
-    pub fn plan(
-        store: &Store,
-        namespace: &Namespace,
-        message: &Message<'_>,
-    ) -> Result<IndexQuery, ResultCode> {
+    pub fn plan(namespace: &Namespace, message: &Message<'_>) -> Result<IndexQuery, ResultCode> {
         let fields = &message.fields;
         let range = fields.index_range.ok_or(ResultCode::Parameter)?;
         let (bin, key_type, filter) = parse_range(range)?;
@@ -72,7 +68,7 @@ impl IndexQuery {
         if let Some(context) = fields.index_context {
             crate::sindex::definition::check_context(context)?;
         }
-        let sindexes = &crate::services(store)
+        let sindexes = &crate::services(namespace)
             .ok_or(ResultCode::IndexNotFound)?
             .sindexes;
         let index = match (fields.index_name, bin.is_empty()) {
@@ -84,8 +80,14 @@ impl IndexQuery {
                 let name = std::str::from_utf8(name).map_err(|_| ResultCode::Parameter)?;
                 sindexes.find(namespace.name(), name)
             }
-            // An expression index (INDEX_EXPRESSION): none exist here.
-            (None, true) => return Err(ResultCode::IndexNotFound),
+            // An expression index, named by its expression.
+            (None, true) => {
+                let expression = fields.index_expression.ok_or(ResultCode::Parameter)?;
+                if fields.index_context.is_some() {
+                    return Err(ResultCode::Parameter);
+                }
+                sindexes.find_by_expression(namespace.name(), expression, key_type, collection)
+            }
             (None, false) => {
                 let bin = std::str::from_utf8(bin).map_err(|_| ResultCode::Parameter)?;
                 let set = fields
@@ -155,16 +157,24 @@ impl IndexQuery {
 
     /// Whether the record really holds a value the filter asks for (a
     /// bval only finds candidates).
-    pub fn matches(&self, record: &RecordView<'_>) -> bool {
-        let mut matched = false;
+    pub fn matches(
+        &self,
+        namespace: &Namespace,
+        digest: &Digest,
+        meta: &RecordMeta,
+        record: &RecordView<'_>,
+        record_bytes: usize,
+    ) -> bool {
         let filter = &self.filter;
         let key_type = self.key_type;
-        keys::for_each_value(&self.index.definition, record, &mut |value| {
-            if !matched {
-                matched = value_matches(filter, key_type, &value);
-            }
-        });
-        matched
+        self.index.any_value(
+            namespace,
+            digest,
+            meta,
+            record,
+            record_bytes,
+            &mut |value| value_matches(filter, key_type, value),
+        )
     }
 }
 

@@ -12,6 +12,7 @@
 //! each checked against the query and answered with its BVAL field.
 
 use crate::expression::Expr;
+use crate::jobs::{Aggregate, Background, Job, Mode};
 use crate::query::IndexQuery;
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
 use bolide_store::{Namespace, RecordView, Store};
@@ -43,10 +44,21 @@ pub struct ScanJob {
     filter: Option<Expr>,
     /// Set for a secondary-index query.
     query: Option<IndexQuery>,
+    /// What happens to the selected records (`crate::jobs`).
+    mode: Mode,
+    /// An error that ends the job (its LAST answer carries it).
+    error: Option<ResultCode>,
+    /// Request buffers for a background job's writes.
+    scratch: crate::Scratch,
 }
 
 pub fn start(store: &Store, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome {
     match plan(store, message) {
+        Ok(Some(job)) if matches!(job.mode, Mode::Background(_)) => {
+            // A background job answers at once and runs on its own.
+            append_last(out, job.spawn().err().unwrap_or(ResultCode::Ok));
+            Outcome::Answered
+        }
         Ok(Some(job)) => Outcome::Stream(Box::new(job)),
         Ok(None) => {
             append_last(out, ResultCode::Ok);
@@ -71,12 +83,13 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
         return Err(ResultCode::Parameter);
     }
     let query = match fields.index_range {
-        Some(_) => Some(IndexQuery::plan(store, namespace, message)?),
+        Some(_) => Some(IndexQuery::plan(namespace, message)?),
         None => None,
     };
-    if fields.udf || fields.transaction || header.info2 & info2::WRITE != 0 {
+    if fields.transaction {
         return Err(ResultCode::UnsupportedFeature);
     }
+    let mode = mode(namespace, message, query.as_ref())?;
     let set_id = match fields.set {
         Some(set) if !set.is_empty() => match namespace.existing_set_id(set) {
             Some(id) => Some(id),
@@ -86,6 +99,9 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
     };
     let mut bins = Vec::new();
     for op in message.ops() {
+        if matches!(mode, Mode::Background(_)) {
+            break;
+        }
         if op.op_type != op_type::READ {
             return Err(ResultCode::UnsupportedFeature);
         }
@@ -113,7 +129,44 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
         records_per_second: u32::try_from(number(fields.records_per_second)?).unwrap_or(u32::MAX),
         started: Instant::now(),
         query,
+        mode,
+        error: None,
+        scratch: crate::Scratch::default(),
     }))
+}
+
+/// Whether a scan or query sends records, aggregates them (UDF_OP 1) or
+/// is a background job (UDF_OP 2, or write ops).
+fn mode(
+    namespace: &Namespace,
+    message: &Message<'_>,
+    query: Option<&IndexQuery>,
+) -> Result<Mode, ResultCode> {
+    let fields = &message.fields;
+    let write = message.header.info2 & info2::WRITE != 0;
+    let background = |module: Option<String>| -> Result<Mode, ResultCode> {
+        let trid = number(fields.task_id)?;
+        let job = Job::new(
+            trid,
+            namespace.name(),
+            fields.set,
+            query.map(|query| query.index.name()),
+            module,
+        );
+        Ok(Mode::Background(Background::new(Arc::new(job), message)?))
+    };
+    match fields.udf_op {
+        None if fields.udf => Err(ResultCode::Parameter),
+        None if write => background(None),
+        None => Ok(Mode::Records),
+        Some([1]) => Ok(Mode::Aggregate(Aggregate::new(namespace, message)?)),
+        Some([2]) => background(
+            fields
+                .udf_filename
+                .map(|name| String::from_utf8_lossy(name).into_owned()),
+        ),
+        Some(_) => Err(ResultCode::Parameter),
+    }
 }
 
 /// The partitions to visit, with resume points: PID_ARRAY (u16 LE each),
@@ -183,6 +236,7 @@ impl StreamJob for ScanJob {
         let sent_before = self.records_sent;
         while self.next < self.partitions.len()
             && !self.limit_reached()
+            && self.error.is_none()
             && out.len() - frame < CHUNK_BYTES
         {
             // A throttled scan sends what it has before it waits, so its
@@ -197,10 +251,12 @@ impl StreamJob for ScanJob {
             }
             self.next += 1;
         }
-        let finished = self.next >= self.partitions.len() || self.limit_reached();
+        let finished =
+            self.next >= self.partitions.len() || self.limit_reached() || self.error.is_some();
         if finished {
             let header = MsgHeader {
                 info3: info3::LAST,
+                result_code: self.error.map_or(0, ResultCode::as_u8),
                 ..MsgHeader::default()
             };
             ResponseWriter::begin_framed(out, &header, Framing::Row { index: 0 }).finish();
@@ -211,17 +267,40 @@ impl StreamJob for ScanJob {
 }
 
 impl ScanJob {
+    /// Runs a background job on a thread of its own.
+    fn spawn(mut self) -> Result<(), ResultCode> {
+        let Mode::Background(work) = &self.mode else {
+            return Err(ResultCode::Parameter);
+        };
+        let job = work.job.clone();
+        job.set_partitions(self.partitions.len());
+        let jobs = crate::services(&self.namespace)
+            .ok_or(ResultCode::UnsupportedFeature)?
+            .jobs
+            .clone();
+        jobs.start(job.clone(), move || {
+            let mut sink = Vec::new();
+            while !job.is_abandoned() && !self.fill(&mut sink) {
+                sink.clear();
+            }
+        })
+    }
+
     fn limit_reached(&self) -> bool {
         self.records_max != 0 && self.records_sent >= self.records_max
     }
 
-    /// Copies one partition's matching records into `out`.
+    /// Copies one partition's matching records into `out` (or aggregates
+    /// them, or applies a background job's write to them).
     fn scan_partition(&mut self, pid: u16, resume: Option<[u8; DIGEST_BYTES]>, out: &mut Vec<u8>) {
         let now = now_citrusleaf_seconds();
-        let namespace = &self.namespace;
+        let namespace = self.namespace.clone();
+        let namespace = &namespace;
         let Some(table) = namespace.read_partition(usize::from(pid)) else {
             return;
         };
+        let mut aggregated = Vec::new();
+        let mut digests = Vec::new();
         let wanted = |entry: &bolide_store::Entry<'_>| {
             self.set_id.is_none_or(|set| set == entry.meta.set_id)
                 && !namespace.is_doomed(&entry.meta, now)
@@ -256,14 +335,12 @@ impl ScanJob {
             let Some(record) = RecordView::parse(bytes) else {
                 continue;
             };
-            if self
-                .query
-                .as_ref()
-                .is_some_and(|query| !query.matches(&record))
-            {
+            let digest = Digest(*entry.digest);
+            if self.query.as_ref().is_some_and(|query| {
+                !query.matches(namespace, &digest, &entry.meta, &record, bytes.len())
+            }) {
                 continue;
             }
-            let digest = Digest(*entry.digest);
             if crate::check_filter(
                 namespace,
                 self.filter.as_ref(),
@@ -275,6 +352,27 @@ impl ScanJob {
             .is_err()
             {
                 continue;
+            }
+            match &self.mode {
+                Mode::Records => {}
+                Mode::Aggregate(_) => {
+                    if let Some(info) = crate::jobs::record_info(
+                        namespace,
+                        &digest,
+                        entry.meta,
+                        record,
+                        bytes.len(),
+                    ) {
+                        aggregated.push(info);
+                    }
+                    self.records_sent += 1;
+                    continue;
+                }
+                Mode::Background(_) => {
+                    digests.push(digest);
+                    self.records_sent += 1;
+                    continue;
+                }
             }
             let header = MsgHeader {
                 info1: if self.no_bin_data {
@@ -310,6 +408,20 @@ impl ScanJob {
             }
             writer.finish();
             self.records_sent += 1;
+        }
+        // Writes and UDFs run without the partition's read lock.
+        drop(table);
+        match &self.mode {
+            Mode::Records => {}
+            Mode::Aggregate(aggregate) => {
+                if let Err(code) = aggregate.run(aggregated, out) {
+                    self.error = Some(code);
+                }
+            }
+            Mode::Background(work) => {
+                work.run(namespace, &digests, self.filter.as_ref(), &mut self.scratch);
+                work.job.partition_done();
+            }
         }
     }
 

@@ -125,6 +125,46 @@ pub enum ResultCode {
 }
 
 impl ResultCode {
+    /// Every code the server may answer.
+    pub const ALL: [ResultCode; 36] = [
+        ResultCode::Ok,
+        ResultCode::Unknown,
+        ResultCode::NotFound,
+        ResultCode::Generation,
+        ResultCode::Parameter,
+        ResultCode::RecordExists,
+        ResultCode::BinExists,
+        ResultCode::ClusterKeyMismatch,
+        ResultCode::OutOfSpace,
+        ResultCode::Timeout,
+        ResultCode::Unavailable,
+        ResultCode::IncompatibleType,
+        ResultCode::RecordTooBig,
+        ResultCode::KeyBusy,
+        ResultCode::QueryAborted,
+        ResultCode::UnsupportedFeature,
+        ResultCode::BinNotFound,
+        ResultCode::DeviceOverload,
+        ResultCode::KeyMismatch,
+        ResultCode::Namespace,
+        ResultCode::BinName,
+        ResultCode::Forbidden,
+        ResultCode::ElementNotFound,
+        ResultCode::ElementExists,
+        ResultCode::EnterpriseOnly,
+        ResultCode::OpNotApplicable,
+        ResultCode::FilteredOut,
+        ResultCode::UdfExecution,
+        ResultCode::BatchMaxRequests,
+        ResultCode::IndexFound,
+        ResultCode::IndexNotFound,
+        ResultCode::IndexNotReadable,
+        ResultCode::IndexGeneric,
+        ResultCode::IndexNameTooLong,
+        ResultCode::IndexMaxCount,
+        ResultCode::SecurityNotEnabled,
+    ];
+
     #[inline]
     pub fn as_u8(self) -> u8 {
         self as u8
@@ -166,15 +206,15 @@ pub mod particle {
 
 /// Seconds since the citrusleaf epoch (2010-01-01), the unit of void times.
 pub fn now_citrusleaf_seconds() -> u32 {
-    let unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(CITRUSLEAF_EPOCH_UNIX_SECONDS);
-    u32::try_from(unix.saturating_sub(CITRUSLEAF_EPOCH_UNIX_SECONDS)).unwrap_or(u32::MAX)
+    u32::try_from(now_citrusleaf_milliseconds() / 1000).unwrap_or(u32::MAX)
 }
 
 /// Milliseconds since the citrusleaf epoch, the unit of last-update times.
+// PERF: hot path (once per write): a frozen clock costs one thread-local read.
 pub fn now_citrusleaf_milliseconds() -> u64 {
+    if let Some(frozen) = FROZEN_CLOCK_MS.with(std::cell::Cell::get) {
+        return frozen;
+    }
     let unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -182,9 +222,69 @@ pub fn now_citrusleaf_milliseconds() -> u64 {
     unix_ms.saturating_sub(CITRUSLEAF_EPOCH_UNIX_SECONDS * 1000)
 }
 
+thread_local! {
+    static FROZEN_CLOCK_MS: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Freezes this thread's clock at `ms` since the citrusleaf epoch (None:
+/// the real clock again). For deterministic replays: a fuzz input answers
+/// the same bytes every time, whatever the time of day.
+pub fn freeze_thread_clock(ms: Option<u64>) {
+    FROZEN_CLOCK_MS.with(|clock| clock.set(ms));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_result_code_is_listed_once() {
+        let mut codes: Vec<u8> = ResultCode::ALL.iter().map(|code| code.as_u8()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), ResultCode::ALL.len());
+        // A new variant fails to compile here until it is listed in ALL.
+        for code in ResultCode::ALL {
+            match code {
+                ResultCode::Ok
+                | ResultCode::Unknown
+                | ResultCode::NotFound
+                | ResultCode::Generation
+                | ResultCode::Parameter
+                | ResultCode::RecordExists
+                | ResultCode::BinExists
+                | ResultCode::ClusterKeyMismatch
+                | ResultCode::OutOfSpace
+                | ResultCode::Timeout
+                | ResultCode::Unavailable
+                | ResultCode::IncompatibleType
+                | ResultCode::RecordTooBig
+                | ResultCode::KeyBusy
+                | ResultCode::QueryAborted
+                | ResultCode::UnsupportedFeature
+                | ResultCode::BinNotFound
+                | ResultCode::DeviceOverload
+                | ResultCode::KeyMismatch
+                | ResultCode::Namespace
+                | ResultCode::BinName
+                | ResultCode::Forbidden
+                | ResultCode::ElementNotFound
+                | ResultCode::ElementExists
+                | ResultCode::EnterpriseOnly
+                | ResultCode::OpNotApplicable
+                | ResultCode::FilteredOut
+                | ResultCode::UdfExecution
+                | ResultCode::BatchMaxRequests
+                | ResultCode::IndexFound
+                | ResultCode::IndexNotFound
+                | ResultCode::IndexNotReadable
+                | ResultCode::IndexGeneric
+                | ResultCode::IndexNameTooLong
+                | ResultCode::IndexMaxCount
+                | ResultCode::SecurityNotEnabled => {}
+            }
+        }
+    }
 
     #[test]
     fn partition_id_matches_reference_example() {

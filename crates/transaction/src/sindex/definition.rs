@@ -14,6 +14,8 @@ use bolide_wire::msgpack::{Item, Reader};
 pub const NAME_BYTES_MAX: usize = 63;
 /// Longest base64 CDT context accepted.
 pub const CONTEXT_BASE64_BYTES_MAX: usize = 2047;
+/// Longest base64 expression accepted (the server's `EXP_B64_MAX_SZ`).
+pub const EXPRESSION_BASE64_BYTES_MAX: usize = 16 * 1024 - 1;
 /// Most context levels in an index's CDT context.
 pub const CONTEXT_DEPTH_MAX: usize = 16;
 /// Longest namespace name.
@@ -53,6 +55,9 @@ pub struct Definition {
     pub collection: Collection,
     /// A msgpack CDT context `[type, value, ...]` leading into the bin.
     pub context: Option<Vec<u8>>,
+    /// An expression whose value is indexed instead of a bin (`bin` is
+    /// then empty): the packed expression as the client sends it.
+    pub expression: Option<Vec<u8>>,
 }
 
 /// A refused info request: the result code and the server's message.
@@ -193,6 +198,7 @@ impl Definition {
         };
         let indexdata = optional(command, "indexdata")?;
         let type_text = optional(command, "type")?;
+        let mut expression = None;
         let (bin, key_type) = match (indexdata, type_text) {
             (None, None) => {
                 return Err(InfoError::parameter(
@@ -210,18 +216,32 @@ impl Definition {
                         "bad 'type' - must be one of 'numeric', 'string', 'blob', 'geo2dsphere'",
                     )
                 })?;
-                if optional(command, "exp")?.is_some() {
-                    return Err(InfoError::new(
-                        ResultCode::UnsupportedFeature,
-                        "expression indexes are not supported",
-                    ));
+                match (optional(command, "bin")?, optional(command, "exp")?) {
+                    (Some(_), Some(_)) => {
+                        return Err(InfoError::parameter("both 'bin' and 'exp' are specified"))
+                    }
+                    (None, None) => {
+                        return Err(InfoError::parameter("both 'bin' and 'exp' are missing"))
+                    }
+                    (Some(bin), None) => {
+                        if bin.len() > BIN_NAME_BYTES_MAX {
+                            return Err(InfoError::new(
+                                ResultCode::BinName,
+                                "'bin' value too long",
+                            ));
+                        }
+                        (bin.to_owned(), key_type)
+                    }
+                    (None, Some(text)) => {
+                        if context.is_some() {
+                            return Err(InfoError::parameter(
+                                "both 'context' and 'exp' are specified",
+                            ));
+                        }
+                        expression = Some(decode_expression(text)?);
+                        (String::new(), key_type)
+                    }
                 }
-                let bin = optional(command, "bin")?
-                    .ok_or_else(|| InfoError::parameter("both 'bin' and 'exp' are missing"))?;
-                if bin.len() > BIN_NAME_BYTES_MAX {
-                    return Err(InfoError::new(ResultCode::BinName, "'bin' value too long"));
-                }
-                (bin.to_owned(), key_type)
             }
             (Some(indexdata), None) => {
                 let (bin, type_text) = indexdata
@@ -254,6 +274,7 @@ impl Definition {
             key_type,
             collection,
             context,
+            expression,
         })
     }
 
@@ -261,14 +282,22 @@ impl Definition {
     /// are the same index (a create under another name renames it).
     pub fn key(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}",
+            "{}|{}|{}|{}|{}|{}|{}",
             self.namespace,
             self.set.as_deref().unwrap_or(""),
             self.bin,
             self.context_base64().unwrap_or_default(),
+            self.expression_base64().unwrap_or_default(),
             self.collection.name(),
             self.key_type.name()
         )
+    }
+
+    /// The expression as base64, as `sindex-list` shows it.
+    pub fn expression_base64(&self) -> Option<String> {
+        self.expression
+            .as_ref()
+            .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
     }
 
     /// The context as base64, as `sindex-list` shows it.
@@ -288,8 +317,16 @@ impl Definition {
         }
         text.push_str(";indexname=");
         text.push_str(&self.name);
-        text.push_str(";bin=");
-        text.push_str(&self.bin);
+        match self.expression_base64() {
+            Some(expression) => {
+                text.push_str(";exp=");
+                text.push_str(&expression);
+            }
+            None => {
+                text.push_str(";bin=");
+                text.push_str(&self.bin);
+            }
+        }
         text.push_str(";type=");
         text.push_str(self.key_type.name());
         text.push_str(";indextype=");
@@ -342,6 +379,18 @@ fn decode_context(text: &str) -> Result<Vec<u8>, InfoError> {
         .decode(text)
         .map_err(|_| InfoError::parameter("'context' invalid base64"))?;
     check_context(&bytes).map_err(|_| InfoError::parameter("'context' invalid cdt context"))?;
+    Ok(bytes)
+}
+
+/// Decodes and checks a base64 expression (it must parse).
+fn decode_expression(text: &str) -> Result<Vec<u8>, InfoError> {
+    if text.len() > EXPRESSION_BASE64_BYTES_MAX {
+        return Err(InfoError::parameter("'exp' value too long"));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|_| InfoError::parameter("bad 'exp'"))?;
+    crate::expression::parse(&bytes).map_err(|_| InfoError::parameter("bad 'exp'"))?;
     Ok(bytes)
 }
 
@@ -398,6 +447,22 @@ mod tests {
         assert_eq!(new.collection, Collection::Default);
         let again = parse(&format!("sindex-create:{}", new.to_command())).expect("round trip");
         assert_eq!(again, new);
+    }
+
+    #[test]
+    fn expression_indexes_round_trip() {
+        // The integer 7 as an expression.
+        let definition = parse("sindex-create:namespace=test;indexname=e;exp=Bw==;type=numeric")
+            .expect("expression index");
+        assert_eq!(definition.expression.as_deref(), Some(&[7u8][..]));
+        assert!(definition.bin.is_empty());
+        let again =
+            parse(&format!("sindex-create:{}", definition.to_command())).expect("round trip");
+        assert_eq!(again, definition);
+        let error =
+            parse("sindex-create:namespace=test;indexname=e;exp=Bw==;type=numeric;context=kiIB")
+                .expect_err("context and exp");
+        assert_eq!(error.code, ResultCode::Parameter);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 
 use super::definition::Definition;
 use super::keys;
-use bolide_store::{Namespace, RecordView};
+use crate::expression::Expr;
+use bolide_store::{Namespace, RecordMeta, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, DIGEST_BYTES, PARTITION_COUNT};
 use parking_lot::RwLock;
 use std::collections::BTreeSet;
@@ -34,6 +35,8 @@ const BYTES_PER_ENTRY_ESTIMATE: u64 = 42;
 /// A secondary index and its entries.
 pub struct SecondaryIndex {
     pub definition: Definition,
+    /// The definition's expression, parsed (expression indexes).
+    expression: Option<Expr>,
     /// The index's name (a create with the same definition renames it).
     name: RwLock<String>,
     /// The set's id once the set exists (None: not yet, or no set).
@@ -54,8 +57,13 @@ impl SecondaryIndex {
         let trees = std::iter::repeat_with(|| RwLock::new(BTreeSet::new()))
             .take(PARTITION_COUNT)
             .collect();
+        let expression = definition
+            .expression
+            .as_deref()
+            .and_then(|bytes| crate::expression::parse(bytes).ok());
         SecondaryIndex {
             name: RwLock::new(definition.name.clone()),
+            expression,
             definition,
             set_id: OnceLock::new(),
             trees,
@@ -129,14 +137,53 @@ impl SecondaryIndex {
     pub fn bvals_of(
         &self,
         namespace: &Namespace,
-        set_id: u16,
+        digest: &Digest,
+        meta: &RecordMeta,
         record: &RecordView<'_>,
+        record_bytes: usize,
     ) -> Vec<i64> {
-        if self.covers_set(namespace, set_id) {
-            keys::bvals(&self.definition, record)
-        } else {
-            Vec::new()
+        if !self.covers_set(namespace, meta.set_id) {
+            return Vec::new();
         }
+        let indexed = keys::Indexed {
+            record,
+            digest,
+            meta,
+            set_name: namespace.set_name(meta.set_id),
+            record_bytes,
+        };
+        keys::bvals(&self.definition, self.expression.as_ref(), &indexed)
+    }
+
+    /// Whether `record` holds a value of this index that `test` accepts.
+    pub fn any_value(
+        &self,
+        namespace: &Namespace,
+        digest: &Digest,
+        meta: &RecordMeta,
+        record: &RecordView<'_>,
+        record_bytes: usize,
+        test: &mut dyn FnMut(&keys::Value<'_>) -> bool,
+    ) -> bool {
+        let indexed = keys::Indexed {
+            record,
+            digest,
+            meta,
+            set_name: namespace.set_name(meta.set_id),
+            record_bytes,
+        };
+        let mut matched = false;
+        keys::for_each_value(
+            &self.definition,
+            self.expression.as_ref(),
+            &indexed,
+            &mut |value| {
+                if !matched {
+                    matched = test(&value);
+                }
+            },
+        );
+        matched
     }
 
     /// Moves a record's entries in partition `partition` from `old` to
@@ -226,8 +273,8 @@ impl SecondaryIndex {
                     let Some(view) = RecordView::parse(bytes) else {
                         continue;
                     };
-                    let bvals = keys::bvals(&self.definition, &view);
                     let digest = Digest(*record.digest);
+                    let bvals = self.bvals_of(namespace, &digest, &record.meta, &view, bytes.len());
                     self.update(partition, &digest, &[], &bvals);
                 }
             }
@@ -275,6 +322,7 @@ mod tests {
             key_type: KeyType::Numeric,
             collection: Collection::Default,
             context: None,
+            expression: None,
         })
     }
 

@@ -9,9 +9,10 @@
 use super::cells;
 use super::definition::{Collection, Definition, KeyType};
 use crate::cdt::value::{List, Map};
+use crate::expression::{self, Bins, Evaluated, Expr, Subject};
 use crate::geo::Shape;
-use bolide_store::RecordView;
-use bolide_types::particle;
+use bolide_store::{RecordMeta, RecordView};
+use bolide_types::{particle, Digest};
 use bolide_wire::msgpack::{Item, Reader};
 
 /// Strings and blobs longer than this are not indexed (as on the server).
@@ -27,19 +28,46 @@ pub enum Value<'a> {
     Geo(&'a [u8]),
 }
 
-/// Calls `found` with every value of `definition`'s type in `record`.
+/// A record as an index sees it: its bins and what an expression index's
+/// expression may read besides.
+pub struct Indexed<'a> {
+    pub record: &'a RecordView<'a>,
+    pub digest: &'a Digest,
+    pub meta: &'a RecordMeta,
+    pub set_name: Option<&'a str>,
+    pub record_bytes: usize,
+}
+
+/// Calls `found` with every value of `definition`'s type in `record`
+/// (`expression` is the definition's expression, parsed).
 pub fn for_each_value(
     definition: &Definition,
-    record: &RecordView<'_>,
+    expression: Option<&Expr>,
+    indexed: &Indexed<'_>,
     found: &mut dyn FnMut(Value<'_>),
 ) {
-    let Some(bin) = record.bin(definition.bin.as_bytes()) else {
-        return;
-    };
     let mut wanted = |value: Value<'_>| {
         if is_of_type(definition.key_type, &value) {
             found(value);
         }
+    };
+    if let Some(expression) = expression {
+        let subject = Subject {
+            digest: indexed.digest,
+            meta: indexed.meta,
+            bins: Bins::Stored(indexed.record),
+            key: indexed.record.key,
+            record_bytes: indexed.record_bytes,
+            set_name: indexed.set_name,
+            now_ms: bolide_types::now_citrusleaf_milliseconds(),
+        };
+        if let Evaluated::Value(particle_type, bytes) = expression::evaluate(expression, &subject) {
+            from_particle(definition.collection, particle_type, &bytes, &mut wanted);
+        }
+        return;
+    }
+    let Some(bin) = indexed.record.bin(definition.bin.as_bytes()) else {
+        return;
     };
     match &definition.context {
         None => from_particle(
@@ -61,9 +89,13 @@ pub fn for_each_value(
 }
 
 /// The sorted, distinct bvals `definition` files `record` under.
-pub fn bvals(definition: &Definition, record: &RecordView<'_>) -> Vec<i64> {
+pub fn bvals(
+    definition: &Definition,
+    expression: Option<&Expr>,
+    indexed: &Indexed<'_>,
+) -> Vec<i64> {
     let mut keys = Vec::new();
-    for_each_value(definition, record, &mut |value| match value {
+    for_each_value(definition, expression, indexed, &mut |value| match value {
         Value::Int(v) => keys.push(v),
         Value::Str(bytes) | Value::Blob(bytes) => keys.push(hash(bytes)),
         Value::Geo(text) => {
@@ -193,6 +225,7 @@ mod tests {
             key_type,
             collection,
             context: None,
+            expression: None,
         }
     }
 
@@ -209,6 +242,17 @@ mod tests {
             .into_iter(),
         );
         bytes
+    }
+
+    fn bvals(definition: &Definition, record: &RecordView<'_>) -> Vec<i64> {
+        let indexed = Indexed {
+            record,
+            digest: &Digest([0; 20]),
+            meta: &RecordMeta::default(),
+            set_name: None,
+            record_bytes: 0,
+        };
+        super::bvals(definition, None, &indexed)
     }
 
     #[test]

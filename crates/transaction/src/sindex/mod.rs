@@ -14,7 +14,7 @@ pub mod index;
 pub mod keys;
 
 use crate::metadata;
-use bolide_store::{Namespace, RecordChange, RecordObserver, RecordView, Store};
+use bolide_store::{Namespace, RecordChange, RecordMeta, RecordObserver, RecordView, Store};
 use bolide_types::ResultCode;
 use definition::{Collection, Definition, InfoError, KeyType};
 pub use index::SecondaryIndex;
@@ -255,7 +255,8 @@ impl Sindexes {
         let indexes = self.namespaces.get(namespace)?.indexes.read();
         let matches = |index: &&Arc<SecondaryIndex>, wanted_set: Option<&str>| {
             let d = &index.definition;
-            d.bin == bin
+            d.expression.is_none()
+                && d.bin == bin
                 && d.key_type == key_type
                 && d.collection == collection
                 && d.context.as_deref() == context
@@ -265,6 +266,29 @@ impl Sindexes {
             .iter()
             .find(|index| set.is_some() && matches(index, set))
             .or_else(|| indexes.iter().find(|index| matches(index, None)))
+            .cloned()
+    }
+
+    /// The live expression index a query names by its expression, value
+    /// type and collection type.
+    pub fn find_by_expression(
+        &self,
+        namespace: &str,
+        expression: &[u8],
+        key_type: KeyType,
+        collection: Collection,
+    ) -> Option<Arc<SecondaryIndex>> {
+        self.namespaces
+            .get(namespace)?
+            .indexes
+            .read()
+            .iter()
+            .find(|index| {
+                let d = &index.definition;
+                d.expression.as_deref() == Some(expression)
+                    && d.key_type == key_type
+                    && d.collection == collection
+            })
             .cloned()
     }
 
@@ -413,21 +437,29 @@ impl RecordObserver for NamespaceIndexes {
         let Some(namespace) = self.namespace.upgrade() else {
             return;
         };
-        let old = change
-            .old
-            .and_then(|record| Some((record.set_id, RecordView::parse(record.bytes)?)));
-        let new = change
-            .new
-            .and_then(|record| Some((record.set_id, RecordView::parse(record.bytes)?)));
+        fn parse(
+            record: bolide_store::StoredRecord<'_>,
+        ) -> Option<(RecordMeta, RecordView<'_>, usize)> {
+            Some((
+                record.meta,
+                RecordView::parse(record.bytes)?,
+                record.bytes.len(),
+            ))
+        }
+        let old = change.old.and_then(parse);
+        let new = change.new.and_then(parse);
+        let bvals = |index: &SecondaryIndex,
+                     record: &Option<(RecordMeta, RecordView<'_>, usize)>| {
+            record
+                .as_ref()
+                .map(|(meta, view, bytes)| {
+                    index.bvals_of(&namespace, change.digest, meta, view, *bytes)
+                })
+                .unwrap_or_default()
+        };
         for index in indexes.iter() {
-            let old_bvals = old
-                .as_ref()
-                .map(|(set_id, view)| index.bvals_of(&namespace, *set_id, view))
-                .unwrap_or_default();
-            let new_bvals = new
-                .as_ref()
-                .map(|(set_id, view)| index.bvals_of(&namespace, *set_id, view))
-                .unwrap_or_default();
+            let old_bvals = bvals(index, &old);
+            let new_bvals = bvals(index, &new);
             index.update(change.partition, change.digest, &old_bvals, &new_bvals);
         }
     }

@@ -1,0 +1,49 @@
+//! Property checks for hostile input, shared by the fuzz targets under
+//! `fuzz/` (run with cargo-fuzz on nightly) and the corpus replay test
+//! (`tests/corpus.rs`, stable, part of `cargo test`), so both check exactly
+//! the same things:
+//!
+//! - [`execute::check`]: any AS_MSG body, decoded and executed against a
+//!   node with a few records; stream jobs (scans, large batches) run to
+//!   the end. The answer is well-formed frames of well-formed messages with
+//!   known result codes; a batch answers every row and ends with LAST; a
+//!   scan ends with LAST.
+//! - [`connection::check`]: any byte stream a client could send on one
+//!   connection, answered by the server's own frame loop, once whole and
+//!   once split at every byte boundary; both give the same answers and the
+//!   same end, and the answers are well-formed.
+//! - [`config::check`]: any configuration text either parses into a
+//!   configuration that keeps the documented bounds or fails with an error
+//!   naming a line of the text.
+//!
+//! The top of the layers: depends on every Bolide crate, and nothing
+//! depends on it.
+#![forbid(unsafe_code)]
+
+pub mod answers;
+pub mod config;
+pub mod connection;
+pub mod execute;
+pub mod fixture;
+
+/// Runs `check` over every file of `fuzz/corpus/<target>` and returns how
+/// many there were.
+pub fn replay_corpus(target: &str, check: impl Fn(&[u8])) -> usize {
+    let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut paths: Vec<_> = std::fs::read_dir(&directory)
+        .unwrap_or_else(|error| panic!("{}: {error}", directory.display()))
+        .map(|entry| entry.expect("corpus entry").path())
+        .collect();
+    paths.sort();
+    for path in &paths {
+        let bytes = std::fs::read(path).expect("corpus file");
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&bytes)));
+        if let Err(panic) = result {
+            eprintln!("corpus file {} fails its check", path.display());
+            std::panic::resume_unwind(panic);
+        }
+    }
+    paths.len()
+}

@@ -1,0 +1,30 @@
+//! Replays the fuzz corpora in `fuzz/corpus/` on stable Rust with the same
+//! property checks as the fuzz targets, so an input that once passed and
+//! now fails breaks `cargo test`.
+
+use bolide_fuzzing::{config, connection, execute, replay_corpus};
+
+/// Each corpus must hold at least this many inputs: an emptied or moved
+/// corpus must fail here, not pass by checking nothing.
+const INPUTS_MIN: usize = 20;
+
+#[test]
+fn execute_corpus() {
+    let inputs = replay_corpus("execute", execute::check);
+    assert!(inputs >= INPUTS_MIN, "execute corpus has {inputs} inputs");
+}
+
+#[test]
+fn connection_corpus() {
+    let inputs = replay_corpus("connection", connection::check);
+    assert!(
+        inputs >= INPUTS_MIN,
+        "connection corpus has {inputs} inputs"
+    );
+}
+
+#[test]
+fn config_corpus() {
+    let inputs = replay_corpus("config", config::check);
+    assert!(inputs >= INPUTS_MIN, "config corpus has {inputs} inputs");
+}
