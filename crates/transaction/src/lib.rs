@@ -16,12 +16,14 @@ mod bits;
 mod cdt;
 mod expression;
 mod geo;
+mod hll;
 pub mod jobs;
 pub mod metadata;
 mod ops;
 mod particle_ops;
 mod query;
 mod read;
+mod read_touch;
 mod scan;
 pub mod sindex;
 mod ttl;
@@ -147,7 +149,12 @@ pub fn execute(store: &Store, body: &[u8], out: &mut Vec<u8>, scratch: &mut Scra
     let message = match Message::decode(body) {
         Ok(message) => message,
         Err(_) => {
-            append_result(out, ResultCode::Parameter.as_u8());
+            // A batch's client waits for LAST: any error answer ends it.
+            if body.get(1).is_some_and(|flags| flags & info1::BATCH != 0) {
+                append_last(out, ResultCode::Parameter);
+            } else {
+                append_result(out, ResultCode::Parameter.as_u8());
+            }
             return Outcome::Answered;
         }
     };

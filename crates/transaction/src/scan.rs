@@ -374,6 +374,16 @@ impl ScanJob {
                     continue;
                 }
             }
+            // As on the server, a record with none of the selected bins is
+            // not sent at all.
+            let selected =
+                |bin: &bolide_store::Bin<'_>| self.bins.iter().any(|name| name == bin.name);
+            if !self.no_bin_data
+                && !self.bins.is_empty()
+                && !record.bins().any(|bin| selected(&bin))
+            {
+                continue;
+            }
             let header = MsgHeader {
                 info1: if self.no_bin_data {
                     info1::NO_BIN_DATA

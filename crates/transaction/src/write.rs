@@ -112,6 +112,7 @@ pub fn execute(
         key: request_key.or(stored_key),
         record_bytes: stored_bytes.map_or(0, <[u8]>::len),
         now_ms,
+        read_all: header.info1 & info1::GET_ALL != 0,
     };
     scratch.results.clear();
     let mut result_count: u16 = 0;
@@ -224,11 +225,18 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
             | op_type::CDT_MODIFY
             | op_type::EXP_MODIFY
             | op_type::BIT_READ
-            | op_type::BIT_MODIFY => {
+            | op_type::BIT_MODIFY
+            | op_type::HLL_READ
+            | op_type::HLL_MODIFY => {
                 if op.name.is_empty() || op.name.len() > BIN_NAME_BYTES_MAX {
                     return Err(ResultCode::BinName);
                 }
-                if replace && !matches!(op.op_type, op_type::CDT_READ | op_type::BIT_READ) {
+                if replace
+                    && !matches!(
+                        op.op_type,
+                        op_type::CDT_READ | op_type::BIT_READ | op_type::HLL_READ
+                    )
+                {
                     return Err(ResultCode::Parameter);
                 }
             }
@@ -279,6 +287,10 @@ struct Context<'c> {
     key: Option<(u8, &'c [u8])>,
     record_bytes: usize,
     now_ms: u64,
+    /// The request asks for all bins (GET_ALL): a read op without a bin
+    /// name reads them all. Without it, such an op names no bin and reads
+    /// nothing (a header read next to a touch, say).
+    read_all: bool,
 }
 
 impl Context<'_> {
@@ -325,7 +337,7 @@ fn apply<'a>(
         }
         op_type::EXP_MODIFY => exp_modify(bins, position, &op, context)?,
         op_type::READ => {
-            if op.name.is_empty() {
+            if op.name.is_empty() && context.read_all {
                 for bin in bins.iter() {
                     encode_op(
                         results,
@@ -396,7 +408,7 @@ fn apply<'a>(
             *result_count += 1;
             return Ok(());
         }
-        op_type::BIT_READ | op_type::BIT_MODIFY => {
+        op_type::BIT_READ | op_type::BIT_MODIFY | op_type::HLL_READ | op_type::HLL_MODIFY => {
             return crate::particle_ops::apply(
                 bins,
                 position,
