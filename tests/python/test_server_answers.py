@@ -223,3 +223,26 @@ def test_put_items_leaves_an_unordered_map_in_key_order(client, key):
     _, _, bins = client.operate(key, [
         mo.map_get_by_rank_range("m", 0, 2, aerospike.MAP_RETURN_KEY, inverted=True)])
     assert bins["m"] == ["Harry", "Jim", "John"]
+
+
+@pytest.mark.parametrize("expression", [
+    lambda exp: exp.Eq(exp.Add(exp.IntBin("n"), 5.0), 6),        # int bin + float
+    lambda exp: exp.And(exp.StrBin("s"), exp.Eq(exp.IntBin("n"), 1)),  # a string as a boolean
+    lambda exp: exp.Not(exp.IntBin("n")),
+    lambda exp: exp.Eq(exp.Add(exp.IntBin("n"), 1), 2.5),        # int result vs float
+    lambda exp: exp.Eq(exp.ToInt(exp.IntBin("n")), 1),              # to-int of an int
+    lambda exp: exp.Eq(exp.IntAnd(exp.FloatBin("f"), 1), 1),        # bit op on a float
+    lambda exp: exp.CmpRegex(0, "a.*", exp.IntBin("n")),            # regex on an int
+    lambda exp: exp.Eq(exp.StrBin("s"), exp.IntBin("n")),           # two bins of two types
+])
+def test_badly_typed_expressions_are_refused_at_parse_time(client, key, expression):
+    """The server types an expression when it compiles it: a bad request
+    (4) even when the record would not reach the bad part. Bolide evaluated
+    it and filtered the record out (27)."""
+    from aerospike_helpers import expressions as exp
+    client.put(key, {"n": 1, "s": "x", "f": 1.0})
+    with pytest.raises(aerospike.exception.InvalidRequest):
+        client.get(key, {"expressions": expression(exp).compile()})
+    # well typed, the same shapes pass
+    ok = exp.And(exp.Eq(exp.Add(exp.IntBin("n"), 5), 6), exp.Eq(exp.ToInt(exp.FloatBin("f")), 1))
+    assert client.get(key, {"expressions": ok.compile()})[2]["n"] == 1

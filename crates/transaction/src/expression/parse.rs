@@ -53,6 +53,7 @@ pub fn parse(bytes: &[u8]) -> Result<Expr, ResultCode> {
         return Err(ResultCode::Parameter);
     }
     check_variables(&expr, &mut Vec::new())?;
+    static_kind(&expr)?;
     Ok(expr)
 }
 
@@ -513,5 +514,146 @@ fn name(reader: &mut Reader<'_>) -> Result<Vec<u8>, ResultCode> {
         Item::Str(bytes) if bytes.len() <= bolide_types::BIN_NAME_BYTES_MAX => Ok(bytes.to_vec()),
         Item::Str(_) => Err(ResultCode::BinName),
         _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// The value type an expression has before it runs, where it is known,
+/// checking its operands on the way as the server does when it compiles an
+/// expression: logic takes booleans, arithmetic numbers of one type (each
+/// operator the type it works on), a comparison two sides of one type
+/// (neither GeoJSON nor HLL), a regex a string. A violation is a bad
+/// request (4) at parse time instead of an unknown at run time. Variables
+/// and `unknown` are not known, and check nothing.
+fn static_kind(expr: &Expr) -> Result<Option<i64>, ResultCode> {
+    let require = |kind: Option<i64>, wanted: i64| match kind {
+        Some(kind) if kind != wanted => Err(ResultCode::Parameter),
+        _ => Ok(()),
+    };
+    Ok(match expr {
+        Expr::Literal(literal) => match literal {
+            Literal::Nil => Some(kind::NIL),
+            Literal::Bool(_) => Some(kind::BOOL),
+            Literal::Int(_) => Some(kind::INT),
+            Literal::Float(_) => Some(kind::FLOAT),
+            Literal::Str(_) => Some(kind::STRING),
+            Literal::Blob(particle::HLL, _) => Some(kind::HLL),
+            Literal::Blob(..) => Some(kind::BLOB),
+            Literal::Geo(_) => Some(kind::GEO),
+            Literal::List(_) => Some(kind::LIST),
+            Literal::Map(_) => Some(kind::MAP),
+            Literal::Unknown => None,
+        },
+        Expr::Compare(_, left, right) => {
+            let (left, right) = (static_kind(left)?, static_kind(right)?);
+            if let (Some(left), Some(right)) = (left, right) {
+                if left != right || left == kind::GEO || left == kind::HLL {
+                    return Err(ResultCode::Parameter);
+                }
+            }
+            Some(kind::BOOL)
+        }
+        Expr::And(children) | Expr::Or(children) | Expr::Exclusive(children) => {
+            for child in children {
+                require(static_kind(child)?, kind::BOOL)?;
+            }
+            Some(kind::BOOL)
+        }
+        Expr::Not(child) => {
+            require(static_kind(child)?, kind::BOOL)?;
+            Some(kind::BOOL)
+        }
+        Expr::Regex(_, subject) => {
+            require(static_kind(subject)?, kind::STRING)?;
+            Some(kind::BOOL)
+        }
+        Expr::Geo(left, right) => {
+            for side in [left, right] {
+                if let GeoSide::Expr(expr) = side {
+                    require(static_kind(expr)?, kind::GEO)?;
+                }
+            }
+            Some(kind::BOOL)
+        }
+        Expr::Bin { kind, .. } | Expr::Key(kind) => Some(*kind),
+        Expr::BinType(_) | Expr::DigestModulo(_) => Some(kind::INT),
+        Expr::Meta(op) => Some(match *op {
+            code::SET_NAME => kind::STRING,
+            code::KEY_EXISTS | code::IS_TOMBSTONE => kind::BOOL,
+            _ => kind::INT,
+        }),
+        Expr::Call { call, bin } => {
+            static_kind(bin)?;
+            for arg in &call.args {
+                if let CallArg::Expr(expr) = arg {
+                    static_kind(expr)?;
+                }
+            }
+            Some(call.result_kind)
+        }
+        Expr::Arith(op, operands) => arith_kind(*op, operands)?,
+        Expr::Cond(parts) => {
+            let mut result = None;
+            let mut pairs = parts.chunks_exact(2);
+            for pair in pairs.by_ref() {
+                require(static_kind(&pair[0])?, kind::BOOL)?;
+                result = result.or(static_kind(&pair[1])?);
+            }
+            for default in pairs.remainder() {
+                result = result.or(static_kind(default)?);
+            }
+            result
+        }
+        Expr::Let(definitions, body) => {
+            for (_, value) in definitions {
+                static_kind(value)?;
+            }
+            static_kind(body)?
+        }
+        Expr::Var(_) => None,
+    })
+}
+
+/// The type an arithmetic or bitwise operator answers, after checking its
+/// operands' types.
+fn arith_kind(op: i64, operands: &[Expr]) -> Result<Option<i64>, ResultCode> {
+    let kinds = operands
+        .iter()
+        .map(static_kind)
+        .collect::<Result<Vec<_>, _>>()?;
+    let all = |wanted: i64| {
+        if kinds.iter().flatten().all(|&kind| kind == wanted) {
+            Ok(Some(wanted))
+        } else {
+            Err(ResultCode::Parameter)
+        }
+    };
+    match op {
+        code::ADD | code::SUB | code::MUL | code::DIV | code::MIN | code::MAX | code::ABS => {
+            let mut number = None;
+            for kind in kinds.iter().flatten() {
+                if *kind != kind::INT && *kind != kind::FLOAT {
+                    return Err(ResultCode::Parameter);
+                }
+                if number.is_some_and(|number| number != *kind) {
+                    return Err(ResultCode::Parameter);
+                }
+                number = Some(*kind);
+            }
+            Ok(number)
+        }
+        code::POW | code::LOG | code::FLOOR | code::CEIL => all(kind::FLOAT),
+        code::TO_INT => all(kind::FLOAT).map(|_| Some(kind::INT)),
+        code::TO_FLOAT => all(kind::INT).map(|_| Some(kind::FLOAT)),
+        code::INT_LSCAN | code::INT_RSCAN => {
+            match (
+                kinds.first().copied().flatten(),
+                kinds.get(1).copied().flatten(),
+            ) {
+                (Some(value), _) if value != kind::INT => Err(ResultCode::Parameter),
+                (_, Some(bit)) if bit != kind::BOOL => Err(ResultCode::Parameter),
+                _ => Ok(Some(kind::INT)),
+            }
+        }
+        _ => all(kind::INT),
     }
 }
