@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# What the latency histograms and /metrics cost: the same workloads against
-# two builds of bolided (BEFORE: this commit with the timing calls removed
-# from the connection loop and no HTTP port; AFTER: as shipped, with the HTTP
-# port open), in alternating runs with the same pinning; then AFTER under
-# load with and without a Prometheus-style scraper, and the cost of a scrape.
+# What the latency histograms and /metrics cost.
 #
 #   cargo build --release -p bolide-server -p bolide-bench && bench/observability.sh
 #   BEFORE=/path/to/bolided bench/observability.sh      # compare with another build
 #
-# Each server runs on SERVER_CPU with service-threads 1, bolide-bench on
-# CLIENT_CPU (taskset). Knobs (env): KEYS, SECONDS_PER_RUN, PAIRS (alternating
-# before/after pairs per workload), WORKLOADS, DEPTHS, CONCURRENCY,
-# SCRAPE_INTERVALS (seconds between scrapes, space separated), SCRAPES (for the
-# idle scrape timing), BOLIDE_BENCH_BIN, RESULTS_DIR.
-# Writes results.md (also printed) and each run's JSON to RESULTS_DIR.
+# BEFORE is this commit with the timing calls taken out of the connection loop
+# (histograms never recorded) and no HTTP port; AFTER is the build as shipped,
+# with its HTTP port open. Two measurements of each question:
+#
+# 1. Side by side: both servers run at the same time on SERVER_CPU (one event
+#    loop each), each loaded by its own bolide-bench on CLIENT_CPU with the
+#    same workload. The scheduler gives the two servers equal shares of the
+#    core, so the ratio of their throughputs is the inverse ratio of their CPU
+#    cost per request, and whatever else the machine does hits both alike.
+#    The same with two AFTER servers, one of them scraped (/metrics) every
+#    SCRAPE_INTERVALS seconds: the cost of being scraped under load.
+# 2. Alternating: one server at a time, BEFORE and AFTER in turn (PAIRS
+#    times), throughput and the server's CPU per request; on a busy machine
+#    this spreads more than the side-by-side ratio.
+#
+# Then one scrape's CPU on an idle server and its size.
+# Knobs (env): KEYS, SECONDS_PER_RUN, ROUNDS (side-by-side runs), PAIRS,
+# WORKLOADS, DEPTHS, CONCURRENCY, SCRAPE_INTERVALS, SCRAPES, SERVER_CPU,
+# CLIENT_CPU, BOLIDE_BENCH_BIN, BEFORE_DIR, RESULTS_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -22,7 +31,8 @@ AFTER=${AFTER:-$root/target/release/bolided}
 BOLIDE_BENCH_BIN=${BOLIDE_BENCH_BIN:-$root/target/release/bolide-bench}
 KEYS=${KEYS:-100000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
-PAIRS=${PAIRS:-3}
+ROUNDS=${ROUNDS:-3}
+PAIRS=${PAIRS:-2}
 WORKLOADS=${WORKLOADS:-"RU,100 RU,50"}
 DEPTHS=${DEPTHS:-"1 16"}
 CONCURRENCY=${CONCURRENCY:-32}
@@ -34,175 +44,211 @@ out=${RESULTS_DIR:-bench/results/observability-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-# BEFORE: the same commit with the timing calls taken out of the connection
-# loop (histograms never recorded), built into $BEFORE_DIR, unless given.
 if [ -z "${BEFORE:-}" ]; then
   BEFORE_DIR=${BEFORE_DIR:-$root/target/observability-before}
   rm -rf "$BEFORE_DIR/src" && mkdir -p "$BEFORE_DIR/src"
   git archive HEAD | tar -x -C "$BEFORE_DIR/src"
   sed -i -e 's/Ok(_) => timing.arrived(),/Ok(_) => {}/' -e '/timing/d' -e '/latency::Timing/d' \
     "$BEFORE_DIR/src/crates/server/src/connection.rs"
-  ! grep -n 'timing' "$BEFORE_DIR/src/crates/server/src/connection.rs"
+  if grep -n 'timing' "$BEFORE_DIR/src/crates/server/src/connection.rs"; then
+    echo "observability.sh: could not take the timing out of connection.rs" >&2; exit 1
+  fi
   (cd "$BEFORE_DIR/src" && CARGO_TARGET_DIR="$BEFORE_DIR/target" cargo build --release -q -p bolide-server)
   BEFORE=$BEFORE_DIR/target/release/bolided
 fi
-
 for binary in "$BEFORE" "$AFTER" "$BOLIDE_BENCH_BIN"; do
   [ -x "$binary" ] || { echo "observability.sh: $binary is missing" >&2; exit 1; }
 done
 command -v curl >/dev/null || { echo "observability.sh: curl is required" >&2; exit 1; }
 
+hz=$(getconf CLK_TCK)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
 
-server_pid=
-start_server() { # binary -> sets port, http_port, server_pid
-  port=$(free_port); http_port=$(free_port)
-  cat > "$out/bolide.conf" <<EOF
-service {
-    service-threads 1
-}
-network {
-    service {
-        address 127.0.0.1
-        port $port
-    }
-    http {
-        address 127.0.0.1
-        port $http_port
-    }
-}
-namespace test {
-    storage-engine memory {
-        data-size 2G
-    }
-}
-EOF
-  # The build without histograms has no http context.
-  if [ "$1" = "$BEFORE" ]; then
-    python3 - "$out/bolide.conf" <<'PY'
-import re, sys
-path = sys.argv[1]
-text = open(path).read()
-text = re.sub(r"    http \{\n.*?\n    \}\n", "", text, flags=re.S)
-open(path, "w").write(text)
-PY
-  fi
-  taskset -c "$SERVER_CPU" "$1" --config "$out/bolide.conf" 2>> "$out/bolided.log" &
-  server_pid=$!
-  for _ in $(seq 100); do
+# start NAME BINARY: a loaded server; sets NAME_port, NAME_http, NAME_pid.
+start() {
+  local name=$1 binary=$2 port http conf
+  port=$(free_port); http=$(free_port); conf="$out/$name.conf"
+  {
+    printf 'service {\n    service-threads 1\n}\nnetwork {\n    service {\n        address 127.0.0.1\n        port %s\n    }\n' "$port"
+    if [ "$binary" != "$BEFORE" ]; then
+      printf '    http {\n        address 127.0.0.1\n        port %s\n    }\n' "$http"
+    fi
+    printf '}\nnamespace test {\n    storage-engine memory {\n        data-size 2G\n    }\n}\n'
+  } > "$conf"
+  taskset -c "$SERVER_CPU" "$binary" --config "$conf" 2>> "$out/$name.log" &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 200); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
     sleep 0.05
   done
   taskset -c "$CLIENT_CPU" "$BOLIDE_BENCH_BIN" -p "$port" -k "$KEYS" -o S:100 -w I -c "$CONCURRENCY" \
     --depth 16 > /dev/null 2>&1
+  printf -v "${name}_port" %s "$port"
+  printf -v "${name}_http" %s "$http"
+  printf -v "${name}_pid" %s "$pid"
 }
-stop_server() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }
-trap stop_server EXIT
+stop() { local pid_var="${1}_pid"; kill "${!pid_var}" 2>/dev/null || true; wait "${!pid_var}" 2>/dev/null || true; }
 
-hz=$(getconf CLK_TCK)
-ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
-run() { # name workload depth -> prints "tps cpu-µs-per-request" (the server's user+system CPU)
-  local t0 t1
-  t0=$(ticks)
-  taskset -c "$CLIENT_CPU" "$BOLIDE_BENCH_BIN" -p "$port" -k "$KEYS" -o S:100 -w "$2" -c "$CONCURRENCY" \
-    --depth "$3" -d "${SECONDS_PER_RUN}s" --json "$out/$1.json" > /dev/null 2>&1
-  t1=$(ticks)
-  python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["total"]; print(round(t["tps"]), round((int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4]) * 1e6 / t["count"], 3))' \
-    "$out/$1.json" "$t0" "$t1" "$hz"
+# load FILE PORT WORKLOAD DEPTH: one bolide-bench run, JSON into FILE.
+load() {
+  taskset -c "$CLIENT_CPU" "$BOLIDE_BENCH_BIN" -p "$2" -k "$KEYS" -o S:100 -w "$3" -c "$CONCURRENCY" \
+    --depth "$4" -d "${SECONDS_PER_RUN}s" --json "$1" > /dev/null 2>&1
+}
+tps() { python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["total"]["tps"]))' "$1"; }
+
+# scraper PORT INTERVAL FILE: scrape /metrics for SECONDS_PER_RUN, times into FILE.
+scraper() {
+  local end=$((SECONDS + SECONDS_PER_RUN))
+  : > "$3"
+  while [ "$SECONDS" -lt "$end" ]; do
+    taskset -c "$CLIENT_CPU" curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$1/metrics" >> "$3"
+    sleep "$2"
+  done
+}
+
+ratios() { # title a-runs b-runs -> a table row: runs, ratio of each run, median ratio
+  python3 - "$@" <<'PY'
+import statistics, sys
+label, a, b = sys.argv[1], list(map(int, sys.argv[2].split())), list(map(int, sys.argv[3].split()))
+r = [y / x for x, y in zip(a, b)]
+fmt = lambda xs: ", ".join(f"{x:,}" for x in xs)
+print(f"| {label} | {fmt(a)} | {fmt(b)} | {', '.join(f'{x:.3f}' for x in r)} | {statistics.median(r):.3f} |")
+PY
 }
 
 {
   echo "# Histograms and /metrics: cost"
   echo
-  echo "$(date -u +%F) on $(hostname); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "$(date -u '+%F %H:%M') UTC, commit $(git rev-parse --short HEAD); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "before: $BEFORE"
   echo "after:  $AFTER"
-  echo "KEYS=$KEYS SECONDS_PER_RUN=$SECONDS_PER_RUN PAIRS=$PAIRS CONCURRENCY=$CONCURRENCY server CPU $SERVER_CPU, client CPU $CLIENT_CPU"
+  echo "KEYS=$KEYS SECONDS_PER_RUN=$SECONDS_PER_RUN ROUNDS=$ROUNDS PAIRS=$PAIRS CONCURRENCY=$CONCURRENCY; servers on CPU $SERVER_CPU (service-threads 1), bolide-bench on CPU $CLIENT_CPU"
   echo
-  echo "## Before and after, alternating (ops/s; the server's CPU per request, medians)"
+  echo "## 1. Side by side: before and after on one core at once (ops/s of each)"
   echo
-  echo "| workload | depth | before runs | after runs | before median | after median | after/before | before CPU µs/request | after CPU µs/request | after/before |"
-  echo "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"
+  echo "| workload, depth | before | after | after/before per run | median |"
+  echo "|---|---|---|---|---:|"
 } > "$out/results.md"
 
+start before "$BEFORE"
+start after "$AFTER"
 for workload in $WORKLOADS; do
   for depth in $DEPTHS; do
-    before=(); after=()
+    a=(); b=()
+    for round in $(seq "$ROUNDS"); do
+      # Which client starts first alternates, so neither side keeps an edge.
+      if [ $((round % 2)) = 1 ]; then
+        load "$out/sbs-before-$workload-$depth-$round.json" "$before_port" "$workload" "$depth" &
+        first=$!
+        load "$out/sbs-after-$workload-$depth-$round.json" "$after_port" "$workload" "$depth"
+      else
+        load "$out/sbs-after-$workload-$depth-$round.json" "$after_port" "$workload" "$depth" &
+        first=$!
+        load "$out/sbs-before-$workload-$depth-$round.json" "$before_port" "$workload" "$depth"
+      fi
+      wait "$first"
+      a+=("$(tps "$out/sbs-before-$workload-$depth-$round.json")")
+      b+=("$(tps "$out/sbs-after-$workload-$depth-$round.json")")
+    done
+    ratios "\`$workload\`, $depth" "${a[*]}" "${b[*]}" >> "$out/results.md"
+  done
+done
+stop before
+
+{
+  echo
+  echo "## 1b. Side by side: two after servers, one scraped (\`RU,50\`, depth 16, ops/s of each)"
+  echo
+  echo "| scrape every | not scraped | scraped | scraped/not per run | median | scrapes | scrape time p50 / p99 / max ms |"
+  echo "|---|---|---|---|---:|---:|---|"
+} >> "$out/results.md"
+start other "$AFTER"
+# Control: the same build on both sides, nobody scraped. How far from 1.000
+# this lands is the noise of the method on this machine at this moment.
+a=(); b=()
+for round in $(seq "$ROUNDS"); do
+  load "$out/control-other-$round.json" "$other_port" RU,50 16 &
+  first=$!
+  load "$out/control-after-$round.json" "$after_port" RU,50 16
+  wait "$first"
+  a+=("$(tps "$out/control-other-$round.json")")
+  b+=("$(tps "$out/control-after-$round.json")")
+done
+echo "$(ratios "control: none" "${a[*]}" "${b[*]}") - | - |" >> "$out/results.md"
+for interval in $SCRAPE_INTERVALS; do
+  a=(); b=()
+  for round in $(seq "$ROUNDS"); do
+    load "$out/quiet-$interval-$round.json" "$other_port" RU,50 16 &
+    first=$!
+    scraper "$after_http" "$interval" "$out/scrape-$interval-$round.txt" &
+    scraping=$!
+    load "$out/scraped-$interval-$round.json" "$after_port" RU,50 16
+    wait "$first" "$scraping"
+    a+=("$(tps "$out/quiet-$interval-$round.json")")
+    b+=("$(tps "$out/scraped-$interval-$round.json")")
+  done
+  row=$(ratios "$interval s" "${a[*]}" "${b[*]}")
+  times=$(cat "$out"/scrape-"$interval"-*.txt | python3 -c '
+import sys
+t = sorted(float(x) * 1000 for x in sys.stdin.read().split())
+q = lambda p: t[min(len(t) - 1, int(p * len(t)))]
+print(f"{len(t)} | {q(0.5):.2f} / {q(0.99):.2f} / {t[-1]:.2f} |")')
+  echo "$row $times" >> "$out/results.md"
+done
+stop other
+stop after
+
+{
+  echo
+  echo "## 2. Alternating: one server at a time (ops/s; the server's CPU µs per request)"
+  echo
+  echo "| workload, depth | before ops/s | after ops/s | before CPU µs | after CPU µs | after/before CPU (median) |"
+  echo "|---|---|---|---|---|---:|"
+} >> "$out/results.md"
+for workload in $WORKLOADS; do
+  for depth in $DEPTHS; do
+    bt=(); at=(); bc=(); ac=()
     for pair in $(seq "$PAIRS"); do
       for side in before after; do
         binary=$BEFORE; [ "$side" = after ] && binary=$AFTER
-        start_server "$binary"
-        result=$(run "$side-$workload-d$depth-$pair" "$workload" "$depth")
-        stop_server
-        if [ "$side" = before ]; then before+=("$result"); else after+=("$result"); fi
+        start solo "$binary"
+        t0=$(ticks "$solo_pid")
+        load "$out/alt-$side-$workload-$depth-$pair.json" "$solo_port" "$workload" "$depth"
+        t1=$(ticks "$solo_pid")
+        stop solo
+        ops=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["total"]["count"])' "$out/alt-$side-$workload-$depth-$pair.json")
+        cpu=$(python3 -c "print(round(($t1 - $t0) / $hz * 1e6 / $ops, 3))")
+        if [ "$side" = before ]; then bt+=("$(tps "$out/alt-$side-$workload-$depth-$pair.json")"); bc+=("$cpu")
+        else at+=("$(tps "$out/alt-$side-$workload-$depth-$pair.json")"); ac+=("$cpu"); fi
       done
     done
-    python3 - "$workload" "$depth" "${before[*]}" "${after[*]}" >> "$out/results.md" <<'PY'
+    python3 - "\`$workload\`, $depth" "${bt[*]}" "${at[*]}" "${bc[*]}" "${ac[*]}" >> "$out/results.md" <<'PY'
 import statistics, sys
-workload, depth = sys.argv[1], sys.argv[2]
-def parse(text):
-    values = text.split()
-    return [int(v) for v in values[0::2]], [float(v) for v in values[1::2]]
-(bt, bc), (at, ac) = parse(sys.argv[3]), parse(sys.argv[4])
-fmt = lambda xs: ", ".join(f"{x:,}" for x in xs)
-mb, ma = statistics.median(bt), statistics.median(at)
-cb, ca = statistics.median(bc), statistics.median(ac)
-print(f"| `{workload}` | {depth} | {fmt(bt)} | {fmt(at)} | {mb:,.0f} | {ma:,.0f} | {ma / mb:.3f} | {cb:.2f} | {ca:.2f} | {ca / cb:.3f} |")
+label, bt, at, bc, ac = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), list(map(float, sys.argv[4].split())), list(map(float, sys.argv[5].split()))
+fmt = lambda xs: ", ".join(f"{int(x):,}" for x in xs)
+print(f"| {label} | {fmt(bt)} | {fmt(at)} | {', '.join(map(str, bc))} | {', '.join(map(str, ac))} | {statistics.median(ac) / statistics.median(bc):.3f} |")
 PY
   done
 done
 
-# /metrics under load: the same server, runs without and with a scraper.
-{
-  echo
-  echo "## A scraper under load (after build, \`RU,50\`, depth 16, ops/s)"
-  echo
-  echo "| scrape every | runs without scraper | runs with scraper | ratio of medians | scrapes | scrape time p50 / p99 / max ms |"
-  echo "|---|---|---|---:|---:|---|"
-} >> "$out/results.md"
-start_server "$AFTER"
-for interval in $SCRAPE_INTERVALS; do
-  without=(); with=()
-  for pair in $(seq "$PAIRS"); do
-    without+=("$(run "noscrape-$interval-$pair" RU,50 16 | cut -d' ' -f1)")
-    : > "$out/scrape-$interval-$pair.txt"
-    (
-      end=$((SECONDS + SECONDS_PER_RUN))
-      while [ "$SECONDS" -lt "$end" ]; do
-        taskset -c "$CLIENT_CPU" curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$http_port/metrics" \
-          >> "$out/scrape-$interval-$pair.txt"
-        sleep "$interval"
-      done
-    ) &
-    scraper=$!
-    with+=("$(run "scrape-$interval-$pair" RU,50 16 | cut -d' ' -f1)")
-    wait "$scraper"
-  done
-  python3 - "$interval" "${without[*]}" "${with[*]}" "$out" "$PAIRS" >> "$out/results.md" <<'PY'
-import statistics, sys, glob
-interval, without, with_, out, pairs = sys.argv[1], list(map(int, sys.argv[2].split())), list(map(int, sys.argv[3].split())), sys.argv[4], int(sys.argv[5])
-times = []
-for pair in range(1, pairs + 1):
-    times += [float(x) * 1000 for x in open(f"{out}/scrape-{interval}-{pair}.txt").read().split()]
-times.sort()
-q = lambda p: times[min(len(times) - 1, int(p * len(times)))]
-fmt = lambda xs: ", ".join(f"{x:,}" for x in xs)
-ratio = statistics.median(with_) / statistics.median(without)
-print(f"| {interval} s | {fmt(without)} | {fmt(with_)} | {ratio:.3f} | {len(times)} | {q(0.5):.2f} / {q(0.99):.2f} / {times[-1]:.2f} |")
-PY
-done
-# One scrape's CPU on the server: SCRAPES scrapes in a row, idle server.
-size=$(curl -s "http://127.0.0.1:$http_port/metrics" | wc -c)
-series=$(curl -s "http://127.0.0.1:$http_port/metrics" | grep -vc '^#')
-t0=$(ticks); s0=$(date +%s.%N)
-for _ in $(seq "$SCRAPES"); do curl -s -o /dev/null "http://127.0.0.1:$http_port/metrics"; done
-t1=$(ticks); s1=$(date +%s.%N)
-stop_server
+# One scrape on an idle server: its size and the server's CPU for it.
+start idle "$AFTER"
+size=$(curl -s "http://127.0.0.1:$idle_http/metrics" | wc -c)
+series=$(curl -s "http://127.0.0.1:$idle_http/metrics" | grep -vc '^#')
+t0=$(ticks "$idle_pid"); s0=$(date +%s.%N)
+for _ in $(seq "$SCRAPES"); do curl -s -o /dev/null "http://127.0.0.1:$idle_http/metrics"; done
+t1=$(ticks "$idle_pid"); s1=$(date +%s.%N)
+stop idle
 python3 - "$t0" "$t1" "$hz" "$SCRAPES" "$s0" "$s1" "$size" "$series" >> "$out/results.md" <<'PY'
 import sys
 t0, t1, hz, n, s0, s1, size, series = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
 print()
-print(f"One scrape, idle server: {size:,} bytes, {series} series; {n} scrapes in a row took "
+print(f"One scrape, idle server (one namespace): {size:,} bytes, {series} series; {n} scrapes in a row took "
       f"{(s1 - s0) / n * 1000:.2f} ms each (curl included) and {(t1 - t0) / hz / n * 1000:.2f} ms of the server's CPU each.")
 PY
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/results.md"

@@ -60,6 +60,12 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
 fi
 redis-server --version
 
+# ip (iproute2) and nft (nftables) split the cluster in a network namespace
+# in tests/python/test_network_split.py.
+if { ! command -v ip >/dev/null || ! command -v nft >/dev/null; } && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables >/dev/null
+fi
+
 # tmux drives the `bolide sql` prompt in tools/cli/tests/cli.rs.
 if ! command -v tmux >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null

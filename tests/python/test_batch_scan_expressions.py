@@ -353,12 +353,37 @@ def test_filter_logic_and_metadata_on_scans_and_batches(client, fresh_set):
     ).compile()
     assert len(client.scan(NS, fresh_set).results({"expressions": meta})) == 51
     modulo = client.scan(NS, fresh_set).results({"expressions": exp.Eq(exp.DigestMod(2), 0).compile()})
-    expected = sum(1 for i in range(100) if aerospike.calc_digest(NS, fresh_set, i)[-1] % 2 == 0)
+    expected = sum(1 for i in range(100) if digest_word(NS, fresh_set, i) % 2 == 0)
     assert len(modulo) == expected
     batch = client.batch_read(
         [(NS, fresh_set, i) for i in range(8)], policy={"expressions": exp.LT(exp.IntBin("i"), 4).compile()}
     )
     assert [r.result for r in batch.batch_records] == [0, 0, 0, 0, 27, 27, 27, 27]
+
+
+def digest_word(ns, set_name, key):
+    """What digest_modulo divides: digest bytes 16..20 read little-endian,
+    as the server reads them (a host-order u32 on x86)."""
+    return int.from_bytes(aerospike.calc_digest(ns, set_name, key)[16:20], "little")
+
+
+def test_digest_modulo_reads_the_digest_little_endian(client, fresh_set):
+    """Modulo 1000 tells the byte orders apart (modulo 2 did not: the
+    build that read them big-endian passed the test above)."""
+    load(client, fresh_set, 40)
+    big = lambda i: int.from_bytes(aerospike.calc_digest(NS, fresh_set, i)[16:20], "big")
+    assert any(digest_word(NS, fresh_set, i) % 1000 != big(i) % 1000 for i in range(40))
+    for i in range(3):
+        wanted = digest_word(NS, fresh_set, i) % 1000
+        found = client.scan(NS, fresh_set).results(
+            {"expressions": exp.Eq(exp.DigestMod(1000), wanted).compile()})
+        keys = sorted(b["i"] for _, _, b in found)
+        assert i in keys
+        assert keys == sorted(j for j in range(40) if digest_word(NS, fresh_set, j) % 1000 == wanted)
+    # A negative modulus works like its absolute value, as in C.
+    wanted = digest_word(NS, fresh_set, 0) % 7
+    found = client.scan(NS, fresh_set).results({"expressions": exp.Eq(exp.DigestMod(-7), wanted).compile()})
+    assert 0 in [b["i"] for _, _, b in found]
 
 
 def test_regex_filters_as_posix_regcomp_reads_them(client, fresh_set):

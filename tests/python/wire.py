@@ -130,8 +130,8 @@ def read_response(sock: socket.socket) -> Response:
     return r
 
 
-def connect(port: int, timeout: float = 5.0) -> socket.socket:
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+def connect(port: int, timeout: float = 5.0, host: str = "127.0.0.1") -> socket.socket:
+    s = socket.create_connection((host, port), timeout=timeout)
     s.settimeout(timeout)
     return s
 
@@ -157,10 +157,10 @@ def wait_closed(sock: socket.socket, timeout: float = 5.0) -> Tuple[bool, bytes]
     return False, got
 
 
-def info_request(port: int, commands: List[str], timeout: float = 5.0) -> dict:
+def info_request(port: int, commands: List[str], timeout: float = 5.0, host: str = "127.0.0.1") -> dict:
     """Raw info request; returns {command: value}."""
     body = "".join(c + "\n" for c in commands).encode()
-    with connect(port, timeout) as s:
+    with connect(port, timeout, host) as s:
         s.sendall(proto_header(len(body), TYPE_INFO) + body)
         r = read_response(s)
     assert r.version == 2 and r.msg_type == TYPE_INFO, (r.version, r.msg_type)

@@ -70,6 +70,7 @@ pub fn run(stream: &[u8], piece: usize) -> Run {
     let mut answered = Vec::new();
     let mut scratch = Scratch::default();
     let local = SocketAddr::from(([127, 0, 0, 1], 3000));
+    let mut pending = Vec::new();
     for chunk in stream.chunks(piece) {
         input.extend(chunk);
         loop {
@@ -81,7 +82,9 @@ pub fn run(stream: &[u8], piece: usize) -> Run {
                 &mut budget,
                 &mut timing,
                 local,
+                &mut pending,
             );
+            assert!(pending.is_empty(), "a node alone needs no other node");
             answered.append(&mut output);
             match step {
                 Step::Read => break,

@@ -4,7 +4,7 @@
 
 use crate::answers::{self, check_scan_record, check_stream, Answer, Frame};
 use crate::fixture;
-use bolide_transaction::{execute, Outcome, Scratch};
+use bolide_transaction::{Outcome, Scratch};
 use bolide_types::ResultCode;
 use bolide_wire::message::{decode_header, split_field};
 use bolide_wire::{field_type, info1, Message};
@@ -32,7 +32,11 @@ pub fn check(body: &[u8]) {
     let node = fixture::node();
     let body = without_throttle(body);
     let mut out = Vec::new();
-    let outcome = execute(&node.store, &body, &mut out, &mut Scratch::default());
+    let outcome = fixture::execute_here(&node, &body, &mut out, &mut Scratch::default());
+    assert!(
+        !matches!(outcome, Outcome::Remote(_)),
+        "a node alone needs no other node"
+    );
     if let Outcome::Stream(mut job) = outcome {
         assert!(out.is_empty(), "a stream job after an inline answer");
         let mut chunks = 0;

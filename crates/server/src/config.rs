@@ -39,11 +39,26 @@ pub struct Config {
     pub access_address: Option<String>,
     pub info_port: Option<u16>,
     pub fabric_port: u16,
+    /// Where fabric and heartbeat listen (default: the service address).
+    pub fabric_address: Option<IpAddr>,
+    pub heartbeat_address: Option<IpAddr>,
     pub heartbeat_port: u16,
+    /// A `heartbeat` block is configured: the node listens for other nodes
+    /// (heartbeat and fabric ports) and clusters with them. Without one it
+    /// is a cluster of one that opens no other port.
+    pub clustering: bool,
     pub heartbeat_mode: String,
     pub heartbeat_interval_ms: u64,
     pub heartbeat_timeout: u64,
     pub mesh_seeds: Vec<(String, u16)>,
+    /// Partitions sent at once by this node's migrations.
+    pub migrate_threads: usize,
+    /// Partitions received at once.
+    pub migrate_max_num_incoming: usize,
+    /// A request's deadline when the client sends none.
+    pub transaction_max_ms: u64,
+    /// No cluster smaller than this forms.
+    pub min_cluster_size: usize,
     pub stop_writes_sys_memory_pct: u32,
     /// Seconds per `latencies:` time slice (`ticker-interval`).
     pub ticker_interval_seconds: u64,
@@ -97,11 +112,18 @@ impl Default for Config {
             access_address: None,
             info_port: None,
             fabric_port: 3001,
+            fabric_address: None,
+            heartbeat_address: None,
             heartbeat_port: 3002,
+            clustering: false,
             heartbeat_mode: "mesh".to_owned(),
             heartbeat_interval_ms: 150,
             heartbeat_timeout: 10,
             mesh_seeds: Vec::new(),
+            migrate_threads: 1,
+            migrate_max_num_incoming: 4,
+            transaction_max_ms: 1000,
+            min_cluster_size: 1,
             stop_writes_sys_memory_pct: 90,
             ticker_interval_seconds: 10,
             http_address: IpAddr::from([127, 0, 0, 1]),
@@ -350,6 +372,33 @@ impl Config {
                 "stop-writes-sys-memory-pct" => {
                     self.stop_writes_sys_memory_pct = directive.percent()?
                 }
+                "migrate-threads" => {
+                    self.migrate_threads = directive.number()?;
+                    if self.migrate_threads > 100 {
+                        return Err(directive.error("migrate-threads must be 0 to 100"));
+                    }
+                }
+                "migrate-max-num-incoming" => {
+                    self.migrate_max_num_incoming = directive.number()?;
+                    if self.migrate_max_num_incoming > 256 {
+                        return Err(directive.error("migrate-max-num-incoming must be 0 to 256"));
+                    }
+                }
+                "transaction-max-ms" => {
+                    self.transaction_max_ms = directive.number()?;
+                    if self.transaction_max_ms == 0 {
+                        return Err(directive.error("transaction-max-ms must be at least 1"));
+                    }
+                }
+                "min-cluster-size" => {
+                    self.min_cluster_size = directive.number()?;
+                    if self.min_cluster_size > bolide_cluster::CLUSTER_SIZE_MAX {
+                        return Err(directive.error(format!(
+                            "min-cluster-size must be 0 to {}",
+                            bolide_cluster::CLUSTER_SIZE_MAX
+                        )));
+                    }
+                }
                 "work-directory" => self.work_directory = Some(PathBuf::from(directive.one()?)),
                 "user" | "group" | "paxos-single-replica-limit" => {}
                 _ => return Err(directive.error("unknown directive in service context")),
@@ -406,6 +455,9 @@ impl Config {
                     "expected a sub-context (service, heartbeat, fabric, info) in network",
                 ));
             };
+            if head.name == "heartbeat" {
+                self.clustering = true;
+            }
             for directive in directives(items, head.name)? {
                 match (head.name, directive.name) {
                     ("service", "address") => self.service_address = address(directive)?,
@@ -421,11 +473,27 @@ impl Config {
                         self.heartbeat_mode = mode.to_owned();
                     }
                     ("heartbeat", "port") => self.heartbeat_port = directive.number()?,
-                    ("heartbeat", "address") => {
-                        address(directive)?;
+                    ("heartbeat", "address") => self.heartbeat_address = Some(address(directive)?),
+                    ("heartbeat", "interval") => {
+                        self.heartbeat_interval_ms = directive.number()?;
+                        if !(50..=600_000).contains(&self.heartbeat_interval_ms) {
+                            return Err(directive.error("interval must be 50 to 600000 ms"));
+                        }
                     }
-                    ("heartbeat", "interval") => self.heartbeat_interval_ms = directive.number()?,
-                    ("heartbeat", "timeout") => self.heartbeat_timeout = directive.number()?,
+                    ("heartbeat", "timeout") => {
+                        self.heartbeat_timeout = directive.number()?;
+                        if self.heartbeat_timeout < 3 {
+                            return Err(directive.error("timeout must be at least 3 intervals"));
+                        }
+                    }
+                    ("heartbeat", "protocol") => {
+                        if directive.one()? != "v3" {
+                            return Err(directive.error("only heartbeat protocol v3 is supported"));
+                        }
+                    }
+                    ("heartbeat", "connect-timeout-ms") => {
+                        directive.number::<u64>()?;
+                    }
                     ("heartbeat", "mesh-seed-address-port") => {
                         let [host, port] = directive.values.as_slice() else {
                             return Err(
@@ -438,8 +506,9 @@ impl Config {
                         self.mesh_seeds.push(((*host).to_owned(), port));
                     }
                     ("fabric", "port") => self.fabric_port = directive.number()?,
-                    ("fabric", "address") => {
-                        address(directive)?;
+                    ("fabric", "address") => self.fabric_address = Some(address(directive)?),
+                    ("fabric", "latency-max-ms") => {
+                        directive.number::<u64>()?;
                     }
                     ("info", "port") => self.info_port = Some(directive.number()?),
                     ("http", "port") => self.http_port = Some(directive.number()?),
@@ -507,8 +576,48 @@ fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigEr
         match directive.name {
             "replication-factor" => {
                 config.replication_factor = directive.number()?;
-                if !(1..=256).contains(&config.replication_factor) {
-                    return Err(directive.error("replication-factor must be 1 to 256"));
+                if !(1..=8).contains(&config.replication_factor) {
+                    return Err(directive.error("replication-factor must be 1 to 8"));
+                }
+            }
+            "conflict-resolution-policy" => {
+                config.conflict_resolution_last_update_time = match directive.one()? {
+                    "generation" => false,
+                    "last-update-time" => true,
+                    other => {
+                        return Err(directive.error(format!(
+                            "'{other}' is not a conflict-resolution-policy (generation, last-update-time)"
+                        )))
+                    }
+                }
+            }
+            "write-commit-level-override" => {
+                config.write_commit_level_master = match directive.one()? {
+                    "all" | "off" => false,
+                    "master" => true,
+                    other => {
+                        return Err(directive.error(format!(
+                            "'{other}' is not a write-commit-level-override (all, master, off)"
+                        )))
+                    }
+                }
+            }
+            "read-consistency-level-override" => match directive.one()? {
+                "all" | "one" | "off" => {}
+                other => {
+                    return Err(directive.error(format!(
+                        "'{other}' is not a read-consistency-level-override (all, one, off)"
+                    )))
+                }
+            },
+            "tomb-raider-eligible-age" => {
+                config.tomb_raider_eligible_age_seconds = directive.seconds()?
+            }
+            "migrate-sleep" => config.migrate_sleep_us = directive.number()?,
+            "migrate-order" => {
+                let order: u32 = directive.number()?;
+                if !(1..=10).contains(&order) {
+                    return Err(directive.error("migrate-order must be 1 to 10"));
                 }
             }
             "default-ttl" => config.default_ttl_seconds = directive.seconds()?,

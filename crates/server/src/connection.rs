@@ -6,7 +6,7 @@ use crate::budget::{ConnectionBudget, Input, NoRoom, READ_CHUNK_BYTES};
 use crate::info;
 use crate::latency::Timing;
 use crate::node::Node;
-use bolide_transaction::{Outcome, Scratch, StreamJob, CHUNK_BYTES};
+use bolide_transaction::{Cluster, Outcome, Remote, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use bolide_wire::response::{append_admin_not_enabled, append_info};
 use std::io::{Read, Write};
@@ -68,8 +68,10 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
     node.connections_closed.fetch_add(1, Relaxed);
 }
 
-async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
+async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Close {
     let mut input = Input::default();
+    // Requests that need other nodes, with where their answers go.
+    let mut pending: Vec<(usize, Remote)> = Vec::new();
     let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut scratch = Scratch::default();
     let mut budget = ConnectionBudget::new(&node.budget);
@@ -87,13 +89,39 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
             &mut budget,
             &mut timing,
             local,
+            &mut pending,
         );
+        // Each runs as a task of this event loop (all at once); the
+        // answers are put in order below.
+        let remote: Vec<(usize, tokio::task::JoinHandle<Vec<u8>>)> = pending
+            .drain(..)
+            .map(|(at, work)| {
+                let answer = crate::cluster::remote::complete(Arc::clone(node), work);
+                (at, tokio::task::spawn_local(answer))
+            })
+            .collect();
         // commit-to-device: the answers wait until their writes are
         // durable; every connection waiting shares one flush (group commit).
         for wait in scratch.take_commit_waits() {
             if wait.wait().await.is_err() {
                 return Close::StorageFailed;
             }
+        }
+        if !remote.is_empty() {
+            // Pipelined requests are answered in order: each remote answer
+            // goes where its request's answer belongs.
+            let mut ordered = Vec::with_capacity(output.len() + remote.len() * 64);
+            let mut copied = 0;
+            for (at, answer) in remote {
+                ordered.extend_from_slice(&output[copied..at]);
+                copied = at;
+                match answer.await {
+                    Ok(answer) => ordered.extend_from_slice(&answer),
+                    Err(_) => return Close::Io(std::io::Error::other("remote work failed")),
+                }
+            }
+            ordered.extend_from_slice(&output[copied..]);
+            output = ordered;
         }
         if !output.is_empty() {
             budget.charge_output(&output, output.capacity(), Some(stream.as_fd()));
@@ -148,8 +176,11 @@ async fn run(node: &Node, stream: &mut TcpStream, local: SocketAddr) -> Close {
 
 /// Answers every complete frame in `input`, in order, into `output`, until
 /// one needs the connection's attention (a stream job, room to inflate, a
-/// full output, a bad frame). Consumes the frames it answered.
+/// full output, a bad frame). Consumes the frames it answered. A request
+/// that needs other nodes first goes to `pending` with the place its
+/// answer takes in `output`.
 // PERF: hot path.
+#[allow(clippy::too_many_arguments)]
 pub fn answer_buffered(
     node: &Node,
     input: &mut Input,
@@ -158,6 +189,7 @@ pub fn answer_buffered(
     budget: &mut ConnectionBudget<'_>,
     timing: &mut Timing<'_>,
     local: SocketAddr,
+    pending: &mut Vec<(usize, Remote)>,
 ) -> Step {
     loop {
         if output.len() >= crate::budget::CONNECTION_FREE_BYTES {
@@ -174,6 +206,10 @@ pub fn answer_buffered(
             .unwrap_or_default();
         match dispatch(node, header, body, local, output, scratch, budget, timing) {
             Ok(Outcome::Answered) => input.consume(total),
+            Ok(Outcome::Remote(work)) => {
+                input.consume(total);
+                pending.push((output.len(), work));
+            }
             Ok(Outcome::Stream(job)) => {
                 // Answers before it go out first; frames after it wait.
                 input.consume(total);
@@ -348,8 +384,14 @@ fn dispatch(
     match header.message_type {
         MessageType::Message => {
             timing.answered(body);
+            let routing = node.cluster.routing.load();
+            let cluster = Cluster {
+                runner: Some(&node.runner),
+                ..Cluster::new(&routing, &node.cluster.gates)
+            };
             return Ok(bolide_transaction::execute(
                 &node.store,
+                &cluster,
                 body,
                 output,
                 scratch,
@@ -378,8 +420,14 @@ fn dispatch(
             }
             let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
             timing.answered(inner_body);
+            let routing = node.cluster.routing.load();
+            let cluster = Cluster {
+                runner: Some(&node.runner),
+                ..Cluster::new(&routing, &node.cluster.gates)
+            };
             return Ok(bolide_transaction::execute(
                 &node.store,
+                &cluster,
                 inner_body,
                 output,
                 scratch,

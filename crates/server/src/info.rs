@@ -1,8 +1,8 @@
 //! Info commands (proto type 1): what clients send to discover and tend
 //! the node, and what tools ask for statistics.
 
+use crate::cluster;
 use crate::node::{process_rss_bytes, system_memory_bytes, Node, PROTOCOL_BUILD};
-use base64::Engine;
 use bolide_store::Namespace;
 use bolide_types::{
     now_citrusleaf_milliseconds, now_citrusleaf_seconds, CITRUSLEAF_EPOCH_UNIX_SECONDS,
@@ -17,10 +17,6 @@ const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-index;cdt-list;cdt-m
 sindex-exists;peers;pipelining;pquery;pscans;query-show;relaxed-sc;replicas;replicas-all;replicas-master;\
 replicas-max;truncate-namespace;udf";
 const EDITION: &str = "Bolide Community Edition";
-/// Generations of the partition map and of the peer list. Constant while
-/// the node is alone; they change when clustering arrives.
-const PARTITION_GENERATION: u32 = 1;
-const PEERS_GENERATION: u32 = 1;
 
 /// The commands answered for an empty request (the "summary").
 const SUMMARY: &[&str] = &[
@@ -81,30 +77,23 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "compatibility-id" => "1".to_owned(),
         "features" => FEATURES.to_owned(),
         "cluster-name" => config.cluster_name.clone(),
-        "partition-generation" => PARTITION_GENERATION.to_string(),
-        "peers-generation" => PEERS_GENERATION.to_string(),
-        "rebalance-generation" => "1".to_owned(),
+        "partition-generation" => cluster::info::partition_generation(node),
+        "peers-generation" => node.cluster.status().peers_generation.to_string(),
+        "rebalance-generation" => node.cluster.status().rebalance_generation.to_string(),
         "partitions" => PARTITION_COUNT.to_string(),
-        "peers-clear-std" | "peers-clear-alt" | "peers-tls-std" | "peers-tls-alt"
-        | "alumni-clear-std" | "alumni-tls-std" => {
-            format!("{PEERS_GENERATION},{},[]", config.service_port)
+        "peers-clear-std" | "peers-clear-alt" | "alumni-clear-std" => cluster::info::peers(node),
+        "peers-tls-std" | "peers-tls-alt" | "alumni-tls-std" => {
+            format!("{},3000,[]", node.cluster.status().peers_generation)
         }
         "service-clear-std" | "service" => service,
         "service-clear-alt" | "service-tls-std" | "service-tls-alt" => String::new(),
-        "services" | "services-alternate" | "services-alumni" | "services-alumni-reset" => {
-            String::new()
-        }
+        "services" | "services-alumni" => cluster::info::services(node),
+        "services-alternate" | "services-alumni-reset" => String::new(),
         "namespaces" => names(node),
-        "replicas" => replicas(node, true, true),
-        "replicas-all" => replicas(node, false, true),
-        "replicas-master" => replicas(node, false, false),
-        "replicas-max" => node
-            .store
-            .namespaces()
-            .iter()
-            .map(|ns| format!("{}:1", ns.name()))
-            .collect::<Vec<_>>()
-            .join(";"),
+        "replicas" => cluster::info::replicas(node, command, true, true),
+        "replicas-all" => cluster::info::replicas(node, command, false, true),
+        "replicas-master" => cluster::info::replicas(node, command, false, false),
+        "replicas-max" => cluster::info::replicas_max(node),
         "rack-ids" => node
             .store
             .namespaces()
@@ -121,7 +110,16 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             .join(";"),
         "user-agent-set" => "ok".to_owned(),
         "user-agents" => String::new(),
-        "cluster-stable" | "cluster-key" => format!("{:X}", node.node_id ^ 0x5A5A),
+        "cluster-stable" => cluster::info::cluster_stable(node, command),
+        "migrations-pending" => node.cluster.status().pending_sample.join(" | "),
+        "recluster" => {
+            if node.cluster.status().principal == node.node_id {
+                node.cluster.send(cluster::Event::Recluster);
+                "ok".to_owned()
+            } else {
+                "ignored-by-non-principal".to_owned()
+            }
+        }
         "statistics" => statistics(node),
         "latencies" => node.latencies.info_latencies(command.param("hist")),
         "latency-histograms" => node.latencies.info_histograms(command.param("hist")),
@@ -130,7 +128,14 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             .first()
             .and_then(|name| node.store.namespace(name.as_bytes()))
         {
-            Some(namespace) => namespace_info(namespace),
+            Some(namespace) => {
+                let mut text = String::new();
+                if let Some((index, _)) = node.store.namespace_index(namespace.name().as_bytes()) {
+                    cluster::info::namespace(node, index, &mut text);
+                }
+                text.push_str(&namespace_info(namespace));
+                text
+            }
             None => "type=unknown".to_owned(),
         },
         "sets" => sets(node, command),
@@ -202,6 +207,8 @@ fn truncate(node: &Node, command: &InfoCommand<'_>, whole_namespace: bool) -> St
         before_ms,
         "truncate"
     );
+    // Every other member truncates too, and nodes that join later.
+    cluster::remote::truncate_cluster_wide(node, name, set, before_ms);
     let namespace = namespace.clone();
     let spawned = std::thread::Builder::new()
         .name("truncate".into())
@@ -241,26 +248,6 @@ fn names(node: &Node) -> String {
         .join(";")
 }
 
-/// The partition map: this node is master of every partition.
-fn replicas(node: &Node, with_regime: bool, with_count: bool) -> String {
-    let all_ones = base64::engine::general_purpose::STANDARD.encode([0xffu8; PARTITION_COUNT / 8]);
-    let mut text = String::new();
-    for (i, namespace) in node.store.namespaces().iter().enumerate() {
-        if i > 0 {
-            text.push(';');
-        }
-        let _ = write!(text, "{}:", namespace.name());
-        if with_regime {
-            text.push_str("0,");
-        }
-        if with_count {
-            text.push_str("1,");
-        }
-        text.push_str(&all_ones);
-    }
-    text
-}
-
 fn statistics(node: &Node) -> String {
     let objects: i64 = node
         .store
@@ -271,16 +258,14 @@ fn statistics(node: &Node) -> String {
     let (total, available) = system_memory_bytes();
     let free_pct = (available * 100).checked_div(total).unwrap_or(0);
     let mut text = String::new();
+    cluster::info::statistics(node, &mut text);
     let _ = write!(
         text,
-        "cluster_size=1;cluster_key={:X};cluster_integrity=true;cluster_is_member=true;cluster_name={};\
-         uptime={};objects={};client_connections={};client_connections_opened={};client_connections_closed={};\
+        ";uptime={};objects={};client_connections={};client_connections_opened={};client_connections_closed={};\
          client_connections_refused={};info_requests={};admin_requests={};bad_frames={};\
          proto_buffer_budget_bytes={};proto_buffer_used_bytes={};proto_buffer_waits={};proto_buffer_closed={};\
          process_rss_bytes={};system_total_memory_bytes={};system_free_mem_pct={};\
-         service_threads={};migrate_partitions_remaining=0;migrate_allowed=true",
-        node.node_id ^ 0x5A5A,
-        node.config.cluster_name,
+         service_threads={}",
         node.started.elapsed().as_secs(),
         objects,
         node.open_connections(),
@@ -314,8 +299,7 @@ pub fn namespace_info(namespace: &Namespace) -> String {
     let mut text = String::new();
     let _ = write!(
         text,
-        "ns_cluster_size=1;effective_replication_factor=1;objects={objects};master_objects={objects};\
-         prole_objects=0;non_replica_objects=0;tombstones=0;\
+        "objects={objects};\
          memory_used_bytes={used};index_used_bytes={};data_used_bytes={};memory_free_pct={free_pct};\
          data_total_bytes={};data_used_pct={};stop_writes={};hwm_breached={};\
          expired_objects={};evicted_objects={};nsup_cycle_duration={};nsup_cycles={};\

@@ -24,14 +24,28 @@ pub fn answer(node: &Node, command: &InfoCommand<'_>) -> String {
 
 fn create(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     let definition = Definition::from_create(command)?;
+    let (key, text) = (definition.key(), definition.to_command());
     node.services.sindexes.create(definition)?;
+    // Every other node of the cluster builds it too.
+    node.cluster.share("sindex", &key, &text, false);
     Ok("ok".to_owned())
 }
 
 fn delete(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     let name = definition::required(command, "indexname")?;
     let namespace = definition::namespace_of(command)?;
+    let key = node
+        .services
+        .sindexes
+        .definitions()
+        .1
+        .into_iter()
+        .find(|d| d.namespace == namespace && d.name == name)
+        .map(|d| d.key());
     node.services.sindexes.delete(namespace, name)?;
+    if let Some(key) = key {
+        node.cluster.share("sindex", &key, "", true);
+    }
     Ok("ok".to_owned())
 }
 

@@ -63,7 +63,11 @@ fn put(node: &Node, command: &InfoCommand<'_>) -> String {
         );
     }
     match node.services.udfs.apply_set(filename, source) {
-        Ok(()) => "ok".to_owned(),
+        Ok(()) => {
+            // Every other node of the cluster gets the module too.
+            node.cluster.share("udf", filename, content, false);
+            "ok".to_owned()
+        }
         Err(error) => {
             tracing::error!(%error, "udf-put");
             "error=unknown_error".to_owned()
@@ -101,7 +105,10 @@ fn remove(node: &Node, command: &InfoCommand<'_>) -> String {
         return "error=invalid_filename".to_owned();
     };
     match node.services.udfs.apply_remove(filename) {
-        Ok(()) => "ok".to_owned(),
+        Ok(()) => {
+            node.cluster.share("udf", filename, "", true);
+            "ok".to_owned()
+        }
         Err(error) => {
             tracing::error!(%error, "udf-remove");
             "error=unknown_error".to_owned()

@@ -3,8 +3,8 @@
 //! `batch-index`, each measured from the arrival of the request to the
 //! moment its answer is written to the socket.
 //!
-//! Recording costs two clock reads per answered batch of frames (arrival,
-//! written) and two counter additions per request, into the calling event
+//! Recording costs two reads of the time-stamp counter per answered batch
+//! of frames (arrival, written) and two counter additions per request, into the calling event
 //! loop's own shard: no lock, no allocation, no locked instruction, no cache
 //! line shared with another event loop. Readers (the `latencies:` info
 //! command, `/metrics`, the console) add the shards up.
@@ -60,6 +60,9 @@ pub struct Latencies {
     namespaces: Vec<Box<[u8]>>,
     shards: Box<[Box<[AtomicU64]>]>,
     ticker: Mutex<Vec<TickState>>,
+    /// The request clock: the CPU's time-stamp counter where it is
+    /// invariant (a few nanoseconds a read), else the monotonic clock.
+    clock: quanta::Clock,
 }
 
 /// One histogram's figures, added over all shards.
@@ -115,6 +118,7 @@ impl Latencies {
             namespaces,
             shards,
             ticker: Mutex::new(ticker),
+            clock: quanta::Clock::new(),
         }
     }
 
@@ -175,8 +179,13 @@ impl Latencies {
     }
 
     /// Adds one request that took `elapsed`.
-    // PERF: hot path. Two relaxed additions into this thread's shard.
     pub fn record(&self, id: HistogramId, elapsed: Duration) {
+        self.record_nanos(id, u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Adds one request that took `nanos`.
+    // PERF: hot path. Two relaxed additions into this thread's shard.
+    pub fn record_nanos(&self, id: HistogramId, nanos: u64) {
         let shared = self.shards.len() - 1;
         let bound = SHARD.with(Cell::get);
         let (shard, owned) = if bound < shared {
@@ -187,7 +196,6 @@ impl Latencies {
         let Some(cells) = self.shards.get(shard) else {
             return;
         };
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         let base = usize::from(id) * STRIDE;
         if let (Some(bucket), Some(sum)) = (
             cells.get(base + bucket_of(nanos)),
@@ -368,18 +376,19 @@ fn overs(counts: &Counts) -> [u64; LATENCY_COLUMNS] {
 /// connection's life, so recording allocates nothing once warm.
 pub struct Timing<'n> {
     latencies: &'n Latencies,
-    arrived: Instant,
+    /// Raw clock reading when the bytes arrived.
+    arrived: u64,
     pending: Vec<HistogramId>,
     /// Whether the last request answered was timed (pushed to `pending`).
     last_timed: bool,
-    streaming: Option<(HistogramId, Instant)>,
+    streaming: Option<(HistogramId, u64)>,
 }
 
 impl<'n> Timing<'n> {
     pub fn new(latencies: &'n Latencies) -> Self {
         Timing {
             latencies,
-            arrived: Instant::now(),
+            arrived: latencies.clock.raw(),
             pending: Vec::with_capacity(64),
             last_timed: false,
             streaming: None,
@@ -388,7 +397,7 @@ impl<'n> Timing<'n> {
 
     /// Bytes just arrived: requests completed by them start now.
     pub fn arrived(&mut self) {
-        self.arrived = Instant::now();
+        self.arrived = self.latencies.clock.raw();
     }
 
     /// A request (AS_MSG body) was answered into the output buffer.
@@ -416,16 +425,19 @@ impl<'n> Timing<'n> {
         if self.pending.is_empty() {
             return;
         }
-        let elapsed = self.arrived.elapsed();
+        let clock = &self.latencies.clock;
+        let nanos = clock.delta_as_nanos(self.arrived, clock.raw());
         for id in self.pending.drain(..) {
-            self.latencies.record(id, elapsed);
+            self.latencies.record_nanos(id, nanos);
         }
     }
 
     /// The stream job's last chunk was written.
     pub fn stream_done(&mut self) {
         if let Some((id, arrived)) = self.streaming.take() {
-            self.latencies.record(id, arrived.elapsed());
+            let clock = &self.latencies.clock;
+            self.latencies
+                .record_nanos(id, clock.delta_as_nanos(arrived, clock.raw()));
         }
     }
 }

@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod budget;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod http;
@@ -52,6 +53,13 @@ pub fn run(config: Config) -> Result<(), String> {
     if let Some(port) = config.info_port {
         listeners.push(bind(SocketAddr::new(config.service_address, port))?);
     }
+    // Only a node configured to cluster listens for other nodes.
+    let (fabric_listener, heartbeat_listener) = if config.clustering {
+        let fabric = bind(node.cluster.fabric_bind).map_err(|error| format!("fabric: {error}"))?;
+        (Some(fabric), Some(cluster::heartbeat::bind(&node)?))
+    } else {
+        (None, None)
+    };
     if let Some(path) = &config.pidfile {
         std::fs::write(path, format!("{}\n", std::process::id()))
             .map_err(|error| format!("cannot write pidfile {}: {error}", path.display()))?;
@@ -61,7 +69,7 @@ pub fn run(config: Config) -> Result<(), String> {
     // connections to them round-robin.
     let mut loops = Vec::new();
     for index in 0..config.service_threads {
-        let (sender, receiver) = mpsc::unbounded_channel::<std::net::TcpStream>();
+        let (sender, receiver) = mpsc::unbounded_channel::<Incoming>();
         let node = node.clone();
         std::thread::Builder::new()
             .name(format!("service-{index}"))
@@ -84,8 +92,25 @@ pub fn run(config: Config) -> Result<(), String> {
             .map_err(|error| format!("cannot start budget enforcer: {error}"))?;
     }
     latency::start_ticker(node.clone());
+    cluster::migrate::start(node.clone())?;
+    cluster::remote::start_fabric_thread(node.clone())?;
+    cluster::heartbeat::start(node.clone(), heartbeat_listener)?;
+    if node.config.mesh_seeds.is_empty() {
+        // Alone by configuration: the node forms its own cluster at once;
+        // clients connect to a node that serves.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while node.cluster.routing.load().generation < 0 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
 
-    runtime.block_on(accept(node.clone(), listeners, loops, signals))?;
+    runtime.block_on(accept(
+        node.clone(),
+        listeners,
+        fabric_listener,
+        loops,
+        signals,
+    ))?;
     tracing::info!("shutting down");
     for threads in storage {
         // Writes and syncs everything appended so far.
@@ -116,7 +141,13 @@ impl Signals {
     }
 }
 
-fn bind(address: SocketAddr) -> Result<TcpListener, String> {
+/// A connection handed to an event loop.
+pub(crate) enum Incoming {
+    Client(std::net::TcpStream),
+    Fabric(std::net::TcpStream),
+}
+
+pub(crate) fn bind(address: SocketAddr) -> Result<TcpListener, String> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(address),
         socket2::Type::STREAM,
@@ -141,10 +172,42 @@ fn bind(address: SocketAddr) -> Result<TcpListener, String> {
 async fn accept(
     node: Arc<Node>,
     listeners: Vec<TcpListener>,
-    loops: Vec<mpsc::UnboundedSender<std::net::TcpStream>>,
+    fabric_listener: Option<TcpListener>,
+    loops: Vec<mpsc::UnboundedSender<Incoming>>,
     mut signals: Signals,
 ) -> Result<(), String> {
     let (connections, mut incoming) = mpsc::unbounded_channel();
+    if let Some(fabric_listener) = fabric_listener {
+        // Fabric connections from other nodes, dealt to the event loops
+        // like clients (they serve replica writes and proxies).
+        let address = fabric_listener
+            .local_addr()
+            .map_err(|error| error.to_string())?;
+        let listener = tokio::net::TcpListener::from_std(fabric_listener)
+            .map_err(|error| error.to_string())?;
+        tracing::info!(%address, "listening (fabric)");
+        let loops = loops.clone();
+        tokio::spawn(async move {
+            let mut next = 0usize;
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        let Ok(stream) = stream.into_std() else {
+                            continue;
+                        };
+                        if let Some(sender) = loops.get(next % loops.len()) {
+                            let _ = sender.send(Incoming::Fabric(stream));
+                        }
+                        next = next.wrapping_add(1);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "fabric accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+    }
     for listener in listeners {
         let address = listener.local_addr().map_err(|error| error.to_string())?;
         let listener =
@@ -190,14 +253,14 @@ async fn accept(
                 let target = next % loops.len();
                 next = next.wrapping_add(1);
                 if let Some(sender) = loops.get(target) {
-                    let _ = sender.send(stream);
+                    let _ = sender.send(Incoming::Client(stream));
                 }
             }
         }
     }
 }
 
-fn event_loop(node: Arc<Node>, mut receiver: mpsc::UnboundedReceiver<std::net::TcpStream>) {
+fn event_loop(node: Arc<Node>, mut receiver: mpsc::UnboundedReceiver<Incoming>) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -210,14 +273,21 @@ fn event_loop(node: Arc<Node>, mut receiver: mpsc::UnboundedReceiver<std::net::T
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
-        while let Some(stream) = receiver.recv().await {
-            match tokio::net::TcpStream::from_std(stream) {
-                Ok(stream) => {
-                    tokio::task::spawn_local(connection::serve(node.clone(), stream));
-                }
-                Err(error) => {
-                    node.connections_closed.fetch_add(1, Relaxed);
-                    tracing::warn!(%error, "cannot adopt connection");
+        while let Some(incoming) = receiver.recv().await {
+            match incoming {
+                Incoming::Client(stream) => match tokio::net::TcpStream::from_std(stream) {
+                    Ok(stream) => {
+                        tokio::task::spawn_local(connection::serve(node.clone(), stream));
+                    }
+                    Err(error) => {
+                        node.connections_closed.fetch_add(1, Relaxed);
+                        tracing::warn!(%error, "cannot adopt connection");
+                    }
+                },
+                Incoming::Fabric(stream) => {
+                    if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                        tokio::task::spawn_local(cluster::fabric::serve(node.clone(), stream));
+                    }
                 }
             }
         }

@@ -2,9 +2,12 @@
 //! by every event loop.
 
 use crate::budget::Budget;
+use crate::cluster::remote::BlockingRunner;
+use crate::cluster::ClusterService;
 use crate::config::Config;
 use crate::latency::Latencies;
 use bolide_store::Store;
+use bolide_transaction::RemoteRunner;
 use bolide_transaction::Services;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -20,6 +23,9 @@ pub struct Node {
     /// Secondary indexes and UDF modules (also attached to the store).
     pub services: Arc<Services>,
     pub node_id: u64,
+    pub cluster: ClusterService,
+    /// Carries out batch rows' work on other nodes (from blocking threads).
+    pub runner: Arc<dyn RemoteRunner>,
     pub started: Instant,
     pub connections_opened: AtomicU64,
     pub connections_closed: AtomicU64,
@@ -41,6 +47,10 @@ impl Node {
             .node_id
             .unwrap_or_else(|| default_node_id(config.service_port));
         let store = Store::open(config.namespaces.clone())?;
+        let cluster = ClusterService::new(&config, node_id, &store);
+        let runner: Arc<dyn RemoteRunner> = Arc::new(BlockingRunner {
+            jobs: cluster.blocking.clone(),
+        });
         let budget = Budget::new(
             config
                 .proto_buffer_budget_bytes
@@ -61,6 +71,8 @@ impl Node {
             store,
             services,
             node_id,
+            cluster,
+            runner,
             started: Instant::now(),
             connections_opened: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),

@@ -26,9 +26,14 @@ fn run(node: &Node) {
         .iter()
         .map(|_| Instant::now())
         .collect();
+    let mut last_raid = Instant::now();
     loop {
         std::thread::sleep(TICK);
         guard_system_memory(node);
+        if last_raid.elapsed() >= TOMB_RAID_PERIOD {
+            last_raid = Instant::now();
+            raid_tombstones(node);
+        }
         for (namespace, last) in node.store.namespaces().iter().zip(last_sweep.iter_mut()) {
             let period = u64::from(namespace.config.nsup_period_seconds);
             if period == 0 || last.elapsed() < Duration::from_secs(period) {
@@ -52,6 +57,34 @@ fn run(node: &Node) {
                     "nsup cycle"
                 );
             }
+        }
+    }
+}
+
+/// How often old tombstones are looked for.
+const TOMB_RAID_PERIOD: Duration = Duration::from_secs(10);
+
+/// Forgets tombstones older than each namespace's
+/// `tomb-raider-eligible-age`, but only while no migration runs: a copy
+/// being merged might still hold the record they delete.
+fn raid_tombstones(node: &Node) {
+    let status = node.cluster.status();
+    if !status.migrate_allowed || status.migrate_partitions_remaining > 0 {
+        return;
+    }
+    let now_ms = bolide_types::now_citrusleaf_milliseconds();
+    for namespace in node.store.namespaces() {
+        if !namespace.keeps_tombstones() || namespace.stats.tombstones.load(Relaxed) == 0 {
+            continue;
+        }
+        let age_ms = u64::from(namespace.config.tomb_raider_eligible_age_seconds) * 1000;
+        let raided = namespace.raid_tombstones(now_ms.saturating_sub(age_ms));
+        if raided > 0 {
+            node.cluster
+                .counters
+                .tombstones_raided
+                .fetch_add(raided, Relaxed);
+            tracing::info!(namespace = namespace.name(), raided, "tombstones forgotten");
         }
     }
 }

@@ -8,10 +8,18 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("types", &[]),
     ("wire", &["bolide-types"]),
     ("store", &["bolide-types"]),
+    // Beside the store: neither knows the other.
+    ("cluster", &["bolide-types"]),
     ("udf", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
-        &["bolide-types", "bolide-wire", "bolide-store", "bolide-udf"],
+        &[
+            "bolide-types",
+            "bolide-wire",
+            "bolide-store",
+            "bolide-cluster",
+            "bolide-udf",
+        ],
     ),
     (
         "server",
@@ -19,10 +27,13 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-types",
             "bolide-wire",
             "bolide-store",
+            "bolide-cluster",
             "bolide-udf",
             "bolide-transaction",
         ],
     ),
+    // The simulator drives the cluster state machine alone.
+    ("sim", &["bolide-types", "bolide-cluster"]),
     (
         "fuzzing",
         &[

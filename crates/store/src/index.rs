@@ -243,6 +243,21 @@ pub struct IndexTable {
     records: Vec<Option<RecordBlob>>,
     layout: Layout,
     len: usize,
+    /// Deleted records remembered for a replicated namespace (see
+    /// [`Tombstone`]); none allocated until the first.
+    tombstones: Option<std::collections::HashMap<[u8; 20], Tombstone>>,
+}
+
+/// What a replicated namespace remembers of a deleted record, so that an
+/// older copy arriving later (a migration, a late replica write, a node
+/// that was away) does not bring it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tombstone {
+    /// The delete's generation (the record's, plus one).
+    pub generation: u16,
+    /// The delete's last-update time, ms since 2010.
+    pub last_update_ms: u64,
+    pub set_id: u16,
 }
 
 /// Where one table's slot arrays start, kept by a bulk loader (a cold
@@ -443,7 +458,9 @@ impl IndexTable {
         self.len -= 1;
         if self.len == 0 {
             // An empty partition holds no index memory at all.
+            let tombstones = self.tombstones.take();
             *self = IndexTable::with_layout(self.layout);
+            self.tombstones = tombstones;
             return record.map(|data| (meta, data, location));
         }
         if self.capacity() > CAPACITY_MIN * 2 && self.len * 100 < self.capacity() * LOAD_MIN_PERCENT
@@ -519,6 +536,55 @@ impl IndexTable {
             set_extent(entry, extent);
         }
         true
+    }
+
+    /// The tombstone of a deleted record, if one is kept.
+    pub fn tombstone(&self, digest: &Digest) -> Option<Tombstone> {
+        self.tombstones.as_ref()?.get(&digest.0).copied()
+    }
+
+    /// Keeps (or replaces) a tombstone.
+    pub fn put_tombstone(&mut self, digest: &Digest, tombstone: Tombstone) {
+        self.tombstones
+            .get_or_insert_with(Default::default)
+            .insert(digest.0, tombstone);
+    }
+
+    /// Forgets a tombstone; whether there was one.
+    pub fn remove_tombstone(&mut self, digest: &Digest) -> bool {
+        let Some(map) = self.tombstones.as_mut() else {
+            return false;
+        };
+        let removed = map.remove(&digest.0).is_some();
+        if map.is_empty() {
+            self.tombstones = None;
+        }
+        removed
+    }
+
+    /// Every tombstone, by digest.
+    pub fn tombstones(&self) -> impl Iterator<Item = (Digest, Tombstone)> + '_ {
+        self.tombstones
+            .iter()
+            .flat_map(|map| map.iter().map(|(digest, t)| (Digest(*digest), *t)))
+    }
+
+    pub fn tombstone_count(&self) -> usize {
+        self.tombstones.as_ref().map_or(0, |map| map.len())
+    }
+
+    /// Forgets the tombstones `drop` chooses; how many.
+    pub fn retain_tombstones(&mut self, mut keep: impl FnMut(&Tombstone) -> bool) -> usize {
+        let Some(map) = self.tombstones.as_mut() else {
+            return 0;
+        };
+        let before = map.len();
+        map.retain(|_, tombstone| keep(tombstone));
+        let dropped = before - map.len();
+        if map.is_empty() {
+            self.tombstones = None;
+        }
+        dropped
     }
 
     /// Digests of records for which `predicate(meta)` holds.

@@ -8,6 +8,7 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod blob;
+pub mod copies;
 pub mod device;
 pub mod index;
 pub mod namespace;
@@ -15,8 +16,9 @@ mod persist;
 pub mod record;
 
 pub use blob::RecordBlob;
+pub use copies::{Copy, CopyError, OwnedCopy, Stamp};
 pub use device::{AppendError, CommitWait, DeviceConfig};
-pub use index::{Entry, IndexTable, RecordMeta, SLOT_BYTES};
+pub use index::{Entry, IndexTable, RecordMeta, Tombstone, SLOT_BYTES};
 pub use namespace::{
     Namespace, NamespaceConfig, PartitionWriter, RecordChange, RecordObserver, SetError,
     StorageEngine, StoredRecord, SweepReport,
@@ -71,6 +73,16 @@ impl Store {
         self.namespaces
             .iter()
             .find(|ns| ns.name().as_bytes() == name)
+    }
+
+    /// The namespace named `name` and its index (its place in the
+    /// configuration, which the cluster's routing shares).
+    #[inline]
+    pub fn namespace_index(&self, name: &[u8]) -> Option<(usize, &Arc<Namespace>)> {
+        self.namespaces
+            .iter()
+            .enumerate()
+            .find(|(_, ns)| ns.name().as_bytes() == name)
     }
 
     pub fn namespaces(&self) -> &[Arc<Namespace>] {

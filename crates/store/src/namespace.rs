@@ -44,6 +44,16 @@ pub struct NamespaceConfig {
     pub storage_engine: StorageEngine,
     /// Storage files of a persistent namespace.
     pub device: Option<DeviceConfig>,
+    /// Copies of a record in conflict: the later update wins (else the
+    /// higher generation).
+    pub conflict_resolution_last_update_time: bool,
+    /// Answer writes once applied on the master, whatever the client asks
+    /// (`write-commit-level-override master`).
+    pub write_commit_level_master: bool,
+    /// Tombstones older than this are forgotten (when no migration runs).
+    pub tomb_raider_eligible_age_seconds: u32,
+    /// Pause after each migrated record, in microseconds.
+    pub migrate_sleep_us: u32,
 }
 
 impl NamespaceConfig {
@@ -62,6 +72,10 @@ impl NamespaceConfig {
             evict_tenths_percent: 5,
             storage_engine: StorageEngine::Memory,
             device: None,
+            conflict_resolution_last_update_time: false,
+            write_commit_level_master: false,
+            tomb_raider_eligible_age_seconds: 86_400,
+            migrate_sleep_us: 1,
         }
     }
 }
@@ -90,6 +104,8 @@ pub struct NamespaceStats {
     pub fail_out_of_space: AtomicU64,
     pub nsup_cycle_duration_ms: AtomicU64,
     pub nsup_cycles: AtomicU64,
+    /// Tombstones kept in memory (replicated namespaces).
+    pub tombstones: AtomicI64,
 }
 
 /// Per-set statistics.

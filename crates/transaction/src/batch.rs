@@ -10,14 +10,25 @@
 //!              · [u16 generation if 0x04] · [u32 ttl if 0x08] · u16 n_fields · u16 n_ops · fields · ops
 //! ```
 
+use crate::cluster::{Cluster, Remote};
 use crate::expression::Expr;
 use crate::{append_last, execute_record, Outcome, Scratch, StreamJob, CHUNK_BYTES};
+use bolide_cluster::routing::Gates;
+use bolide_cluster::Routing;
 use bolide_store::{Namespace, Store};
 use bolide_types::ResultCode;
-use bolide_wire::message::MsgHeader;
+use bolide_wire::message::{encode_field, encode_header, MsgHeader};
 use bolide_wire::response::{begin_frame, finish_frame};
-use bolide_wire::{info3, Framing, Message, ResponseWriter};
+use bolide_wire::{field_type, info3, Framing, Message, ResponseWriter};
 use std::sync::Arc;
+
+/// Carries out a batch row's work on other nodes from a blocking thread
+/// (the server implements it over the fabric).
+pub trait RemoteRunner: Send + Sync {
+    /// Does `remote` and returns the row's answer, framed as its request
+    /// asked (an error answer if it could not be done in time).
+    fn run_blocking(&self, remote: Remote) -> Vec<u8>;
+}
 
 /// Most rows one batch may carry (more → BATCH_MAX_REQUESTS).
 pub const BATCH_ROWS_MAX: u32 = 100_000;
@@ -43,10 +54,17 @@ pub struct BatchJob {
     /// Answered within `execute` (the caller waits for durability);
     /// otherwise each chunk waits before it is handed out.
     inline: bool,
+    routing: Arc<Routing>,
+    gates: Arc<Gates>,
+    /// Runs rows other nodes must serve (None: such rows answer 11).
+    remote: Option<Arc<dyn RemoteRunner>>,
+    /// The parent's filter expression, for rows proxied elsewhere.
+    parent_filter: Option<Vec<u8>>,
 }
 
 pub fn start(
     store: &Store,
+    cluster: &Cluster<'_>,
     body: &[u8],
     message: &Message<'_>,
     out: &mut Vec<u8>,
@@ -91,7 +109,13 @@ pub fn start(
         previous: None,
         filter,
         scratch: Scratch::default(),
-        inline: count <= INLINE_ROWS_MAX,
+        // In a cluster a row may need other nodes: every batch runs where
+        // it may block.
+        inline: count <= INLINE_ROWS_MAX && cluster.routing.members.len() <= 1,
+        routing: Arc::clone(cluster.routing),
+        gates: Arc::clone(cluster.gates),
+        remote: cluster.runner.cloned(),
+        parent_filter: message.fields.filter_expression.map(<[u8]>::to_vec),
     };
     if job.inline {
         std::mem::swap(&mut job.scratch, scratch);
@@ -160,28 +184,92 @@ impl BatchJob {
         }
         message.fields.digest = Some(digest);
         let framing = Framing::Row { index };
-        let namespace = message.fields.namespace.and_then(|name| {
+        let raw = fields_and_ops(row_body, body_flags, after);
+        let found = message.fields.namespace.and_then(|name| {
             self.namespaces
                 .iter()
-                .find(|ns| ns.name().as_bytes() == name)
+                .enumerate()
+                .find(|(_, ns)| ns.name().as_bytes() == name)
         });
-        match namespace {
-            Some(namespace) => execute_record(
-                namespace,
-                &message,
-                self.filter.as_ref(),
-                out,
-                &mut self.scratch,
-                framing,
-            ),
-            None => bolide_wire::response::append_result_framed(
+        let Some((ns_index, namespace)) = found else {
+            bolide_wire::response::append_result_framed(
                 out,
                 ResultCode::Namespace.as_u8(),
                 framing,
-            ),
+            );
+            return Ok(());
+        };
+        let parent_filter = match message.fields.filter_expression {
+            Some(_) => None,
+            None => self.parent_filter.as_deref(),
+        };
+        let keep = || row_request(&message.header, digest, raw, parent_filter);
+        let cluster = Cluster::new(&self.routing, &self.gates);
+        let remote = execute_record(
+            &cluster,
+            ns_index,
+            namespace,
+            &message,
+            self.filter.as_ref(),
+            out,
+            &mut self.scratch,
+            framing,
+            &keep,
+        );
+        if let Some(remote) = remote {
+            match &self.remote {
+                Some(runner) => out.extend_from_slice(&runner.run_blocking(remote)),
+                None => bolide_wire::response::append_result_framed(
+                    out,
+                    ResultCode::Unavailable.as_u8(),
+                    framing,
+                ),
+            }
         }
         Ok(())
     }
+}
+
+/// The raw fields and ops of a row body (after its header bits).
+fn fields_and_ops<'a>(row_body: &'a [u8], flags: u8, after: &[u8]) -> &'a [u8] {
+    let mut header_bytes = 1 + 4;
+    if flags != 0 {
+        if flags & ROW_INFO != 0 {
+            header_bytes += 2;
+        }
+        if flags & ROW_INFO4 != 0 {
+            header_bytes += 1;
+        }
+        if flags & ROW_GENERATION != 0 {
+            header_bytes += 2;
+        }
+        if flags & ROW_TTL != 0 {
+            header_bytes += 4;
+        }
+    }
+    let end = row_body.len().saturating_sub(after.len());
+    row_body.get(header_bytes..end).unwrap_or_default()
+}
+
+/// A batch row as a message of its own (to run on another node): its
+/// header, its digest, its fields and ops, and the parent's filter when
+/// it has none of its own.
+fn row_request(
+    header: &MsgHeader,
+    digest: &[u8],
+    raw: &[u8],
+    parent_filter: Option<&[u8]>,
+) -> Vec<u8> {
+    let mut header = *header;
+    header.n_fields += 1 + u16::from(parent_filter.is_some());
+    let mut body = Vec::with_capacity(64 + raw.len());
+    encode_header(&mut body, &header);
+    encode_field(&mut body, field_type::DIGEST, digest);
+    if let Some(filter) = parent_filter {
+        encode_field(&mut body, field_type::FILTER_EXPRESSION, filter);
+    }
+    body.extend_from_slice(raw);
+    body
 }
 
 /// Parses a row body into a message (header bits from the row).

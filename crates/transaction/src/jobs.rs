@@ -189,12 +189,16 @@ impl Background {
 
     /// Applies the write to each record, as its own request (so it runs
     /// exactly like a client's: locks, policies, indexes, statistics).
+    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
+        cluster: &crate::Cluster<'_>,
+        index: usize,
         namespace: &Namespace,
         digests: &[Digest],
         filter: Option<&crate::expression::Expr>,
         scratch: &mut crate::Scratch,
+        runner: Option<&std::sync::Arc<dyn crate::RemoteRunner>>,
     ) {
         let mut body = Vec::new();
         let mut out = Vec::new();
@@ -217,14 +221,33 @@ impl Background {
                 continue;
             };
             out.clear();
-            crate::execute_record(
+            let keep = || body.clone();
+            let remote = crate::execute_record(
+                cluster,
+                index,
                 namespace,
                 &message,
                 filter,
                 &mut out,
                 scratch,
                 Framing::Message,
+                &keep,
             );
+            // In a cluster the write's copies (or a proxy) are carried out
+            // before the next record.
+            if let Some(remote) = remote {
+                out = match runner {
+                    Some(runner) => runner.run_blocking(remote),
+                    None => {
+                        let mut answer = Vec::new();
+                        bolide_wire::response::append_result(
+                            &mut answer,
+                            ResultCode::Unavailable.as_u8(),
+                        );
+                        answer
+                    }
+                };
+            }
             // Proto header (8), then the result code at byte 5 of the message.
             match out.get(8 + 5).copied() {
                 Some(0) => self.job.succeeded.fetch_add(1, Relaxed),

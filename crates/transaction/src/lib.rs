@@ -14,21 +14,25 @@
 mod batch;
 mod bits;
 mod cdt;
+pub mod cluster;
 mod expression;
 mod geo;
+mod hll;
 pub mod jobs;
 pub mod metadata;
 mod ops;
 mod particle_ops;
 mod query;
 mod read;
+mod read_touch;
 mod scan;
 pub mod sindex;
 mod ttl;
 pub mod udf;
 mod write;
 
-pub use batch::BatchJob;
+pub use batch::{BatchJob, RemoteRunner};
+pub use cluster::{Cluster, GateGuard, Remote, Replication, Request, Standalone};
 pub use scan::ScanJob;
 
 /// The node's services above the store: secondary indexes and UDF
@@ -85,6 +89,10 @@ pub struct Scratch {
     /// Writes answered but not yet durable (commit-to-device): the
     /// answers must not leave before these waits end.
     commit_waits: Vec<CommitWait>,
+    /// Set before a write whose copies go to other nodes: the write leaves
+    /// its record's image (or tombstone) in `copy`.
+    capture: bool,
+    copy: Option<bolide_store::OwnedCopy>,
 }
 
 impl Scratch {
@@ -136,53 +144,140 @@ pub enum Outcome {
     Answered,
     /// The response follows from this job (nothing was appended).
     Stream(Box<dyn StreamJob>),
+    /// The response needs other nodes first (nothing was appended).
+    Remote(Remote),
 }
 
 /// Output bytes a stream job appends per `fill` before yielding.
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
 /// Runs one AS_MSG request (the body after the proto header): either
-/// appends its whole response to `out`, or returns a job that produces it.
-pub fn execute(store: &Store, body: &[u8], out: &mut Vec<u8>, scratch: &mut Scratch) -> Outcome {
+/// appends its whole response to `out`, or returns a job that produces it,
+/// or the work other nodes must do first.
+pub fn execute(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    body: &[u8],
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+) -> Outcome {
     let message = match Message::decode(body) {
         Ok(message) => message,
         Err(_) => {
-            append_result(out, ResultCode::Parameter.as_u8());
+            // A batch's client waits for LAST: any error answer ends it.
+            if body.get(1).is_some_and(|flags| flags & info1::BATCH != 0) {
+                append_last(out, ResultCode::Parameter);
+            } else {
+                append_result(out, ResultCode::Parameter.as_u8());
+            }
             return Outcome::Answered;
         }
     };
     if message.header.info1 & info1::BATCH != 0 {
-        return batch::start(store, body, &message, out, scratch);
+        return batch::start(store, cluster, body, &message, out, scratch);
     }
     if message.fields.digest.is_none() {
-        return scan::start(store, &message, out);
+        return scan::start(store, cluster, &message, out);
     }
-    let Some(namespace) = message
+    let found = message
         .fields
         .namespace
-        .and_then(|name| store.namespace(name))
-    else {
+        .and_then(|name| store.namespace_index(name));
+    let Some((index, namespace)) = found else {
         append_result(out, ResultCode::Namespace.as_u8());
         return Outcome::Answered;
     };
-    execute_record(namespace, &message, None, out, scratch, Framing::Message);
-    Outcome::Answered
+    let keep = || body.to_vec();
+    match execute_record(
+        cluster,
+        index,
+        namespace,
+        &message,
+        None,
+        out,
+        scratch,
+        Framing::Message,
+        &keep,
+    ) {
+        Some(remote) => Outcome::Remote(remote),
+        None => Outcome::Answered,
+    }
 }
 
-/// Runs one single-record command (or batch row) against `namespace`,
-/// appending its response framed as asked, and counts it.
+/// Runs a request that another node sent here (a proxy), answered framed
+/// as `framing`: a message of its own, or one row of a batch (a single
+/// record request answered as that row).
+pub fn execute_framed(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    body: &[u8],
+    framing: Framing,
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+) -> Outcome {
+    if framing == Framing::Message {
+        return execute(store, cluster, body, out, scratch);
+    }
+    let message = match Message::decode(body) {
+        Ok(message) if message.fields.digest.is_some() => message,
+        _ => {
+            append_result_framed(out, ResultCode::Parameter.as_u8(), framing);
+            return Outcome::Answered;
+        }
+    };
+    let found = message
+        .fields
+        .namespace
+        .and_then(|name| store.namespace_index(name));
+    let Some((index, namespace)) = found else {
+        append_result_framed(out, ResultCode::Namespace.as_u8(), framing);
+        return Outcome::Answered;
+    };
+    let keep = || body.to_vec();
+    match execute_record(
+        cluster, index, namespace, &message, None, out, scratch, framing, &keep,
+    ) {
+        Some(remote) => Outcome::Remote(remote),
+        None => Outcome::Answered,
+    }
+}
+
+/// Runs one single-record command (or batch row) against `namespace`
+/// (index `index`), appending its response framed as asked, and counts it;
+/// or returns the work other nodes must do first (nothing appended).
+/// `keep` gives the request as a message of its own.
+#[allow(clippy::too_many_arguments)]
 fn execute_record(
+    cluster: &Cluster<'_>,
+    index: usize,
     namespace: &Namespace,
     message: &Message<'_>,
     parent_filter: Option<&Expr>,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
     framing: Framing,
-) {
+    keep: &dyn Fn() -> Vec<u8>,
+) -> Option<Remote> {
     let start = out.len();
     let kind = kind_of(&message.header);
-    let code = match route(namespace, message, parent_filter, out, scratch, framing) {
-        Ok(()) => ResultCode::Ok,
+    let code = match route(
+        cluster,
+        index,
+        namespace,
+        message,
+        parent_filter,
+        out,
+        scratch,
+        framing,
+        keep,
+    ) {
+        Ok(None) => ResultCode::Ok,
+        Ok(Some(remote)) => {
+            if let Remote::Replicate(_) = remote {
+                count(namespace, kind, ResultCode::Ok);
+            }
+            return Some(remote);
+        }
         Err(code) => {
             out.truncate(start);
             append_result_framed(out, code.as_u8(), framing);
@@ -190,6 +285,7 @@ fn execute_record(
         }
     };
     count(namespace, kind, code);
+    None
 }
 
 /// A one-message answer ending a stream: LAST with a result code.
@@ -202,14 +298,18 @@ fn append_last(out: &mut Vec<u8>, code: ResultCode) {
     ResponseWriter::begin(out, &header).finish();
 }
 
+#[allow(clippy::too_many_arguments)]
 fn route(
+    cluster: &Cluster<'_>,
+    index: usize,
     namespace: &Namespace,
     message: &Message<'_>,
     parent_filter: Option<&Expr>,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
     framing: Framing,
-) -> Result<(), ResultCode> {
+    keep: &dyn Fn() -> Vec<u8>,
+) -> Result<Option<Remote>, ResultCode> {
     let fields = &message.fields;
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
@@ -217,19 +317,93 @@ fn route(
     if fields.transaction {
         return Err(ResultCode::UnsupportedFeature);
     }
+    let digest = fields.digest.ok_or(ResultCode::Parameter)?;
+    let digest: [u8; DIGEST_BYTES] = digest.try_into().map_err(|_| ResultCode::Parameter)?;
+    let digest = Digest(digest);
+    let header = &message.header;
+    let pid = digest.partition_id().index();
+    let route = cluster.route(index, pid);
+    if route.unavailable() {
+        return Err(ResultCode::Unavailable);
+    }
+    let request = || cluster::keep_request_bytes(keep(), framing, header.transaction_ttl);
+    let is_write = header.info2 & info2::WRITE != 0 || fields.udf;
+    let proxy_to = |member: u8| -> Result<Option<Remote>, ResultCode> {
+        let to = cluster
+            .routing
+            .member(member)
+            .ok_or(ResultCode::Unavailable)?;
+        Ok(Some(Remote::Proxy {
+            to,
+            request: request(),
+        }))
+    };
+    // The partition's gate counts this write until its copies are in.
+    let mut guard = None;
+    if is_write {
+        if !route.writes_here() {
+            return proxy_to(route.master);
+        }
+        if route.gated() {
+            match GateGuard::enter(cluster.gates, index, pid) {
+                Some(entered) => guard = Some(entered),
+                // Handing off: the final master takes it.
+                None => return proxy_to(route.final_master),
+            }
+        }
+        if !cluster.routing.settled() {
+            return Ok(Some(Remote::Again { request: request() }));
+        }
+        if route.resolves_duplicates() && !cluster.resolved {
+            return Ok(Some(Remote::Resolve {
+                namespace: index,
+                digest,
+                from: cluster.members_of(route.duplicates),
+                request: request(),
+            }));
+        }
+    } else if !route.reads_here() {
+        return proxy_to(route.master);
+    }
     let own_filter = fields
         .filter_expression
         .map(expression::parse)
         .transpose()?;
     let filter = own_filter.as_ref().or(parent_filter);
-    let digest = fields.digest.ok_or(ResultCode::Parameter)?;
-    let digest: [u8; DIGEST_BYTES] = digest.try_into().map_err(|_| ResultCode::Parameter)?;
-    let digest = Digest(digest);
-    let header = &message.header;
-    if fields.udf {
-        udf::apply(namespace, &digest, message, filter, out, scratch, framing)
-    } else if header.info2 & info2::WRITE != 0 {
-        write::execute(namespace, &digest, message, filter, out, scratch, framing)
+    if is_write {
+        let destinations = route.destinations();
+        scratch.capture = !destinations.is_empty();
+        scratch.copy = None;
+        let start = out.len();
+        // A record UDF runs at the master like any write (it may write).
+        let result = if fields.udf {
+            udf::apply(namespace, &digest, message, filter, out, scratch, framing)
+        } else {
+            write::execute(namespace, &digest, message, filter, out, scratch, framing)
+        };
+        scratch.capture = false;
+        result?;
+        let Some(copy) = scratch.copy.take() else {
+            return Ok(None);
+        };
+        let answer = out.split_off(start);
+        Ok(Some(Remote::Replicate(Replication {
+            namespace: index,
+            pid: pid as u16,
+            cluster_key: cluster.routing.cluster_key,
+            to: destinations
+                .iter()
+                .filter_map(|&member| cluster.routing.member(member))
+                .collect(),
+            copy,
+            answer,
+            framing,
+            commit_master: framing == Framing::Message
+                && (header.info3 & info3::COMMIT_MASTER != 0
+                    || namespace.config.write_commit_level_master),
+            timeout_ms: header.transaction_ttl,
+            guard,
+        })))
     } else if header.info1 & info1::READ != 0 {
         read::execute(
             namespace,
@@ -240,6 +414,7 @@ fn route(
             &mut scratch.loaded,
             framing,
         )
+        .map(|()| None)
     } else {
         Err(ResultCode::Parameter)
     }

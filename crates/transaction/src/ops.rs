@@ -57,12 +57,19 @@ fn float_from_wire(value: &[u8]) -> Result<f64, ResultCode> {
 }
 
 /// INCR: adds an integer to an integer bin (wrapping) or a float to a float
-/// bin; a missing bin starts from the value.
+/// bin. As on the server, an op on a missing bin creates it with the op's
+/// value, whatever its type.
 pub fn increment(
     current: Option<&WorkBin<'_>>,
     particle_type: u8,
     value: &[u8],
 ) -> Result<(u8, Vec<u8>), ResultCode> {
+    if current.is_none() {
+        return Ok((
+            particle_type,
+            stored_value(particle_type, value)?.into_owned(),
+        ));
+    }
     match particle_type {
         particle::INTEGER => {
             let delta = integer_from_wire(value)?;
@@ -91,19 +98,24 @@ pub fn increment(
     }
 }
 
-/// APPEND / PREPEND: strings to strings, blobs to blobs of the same type.
+/// APPEND / PREPEND: strings to strings, blobs to blobs of the same type;
+/// on a missing bin, the op's value (of any type) creates it, as on the
+/// server.
 pub fn concatenate(
     current: Option<&WorkBin<'_>>,
     op: u8,
     particle_type: u8,
     value: &[u8],
 ) -> Result<(u8, Vec<u8>), ResultCode> {
+    let Some(bin) = current else {
+        return Ok((
+            particle_type,
+            stored_value(particle_type, value)?.into_owned(),
+        ));
+    };
     if particle_type != particle::STRING && !particle::is_blob(particle_type) {
         return Err(ResultCode::IncompatibleType);
     }
-    let Some(bin) = current else {
-        return Ok((particle_type, value.to_vec()));
-    };
     if bin.particle_type != particle_type {
         return Err(ResultCode::IncompatibleType);
     }
@@ -186,6 +198,23 @@ mod tests {
             ),
             Err(ResultCode::IncompatibleType)
         );
+    }
+
+    #[test]
+    fn any_modify_op_creates_a_missing_bin() {
+        assert_eq!(
+            increment(None, particle::STRING, b"test"),
+            Ok((particle::STRING, b"test".to_vec()))
+        );
+        assert_eq!(
+            concatenate(None, op_type::APPEND, particle::INTEGER, &[0, 7]),
+            Ok((particle::INTEGER, 7i64.to_be_bytes().to_vec()))
+        );
+        assert_eq!(
+            concatenate(None, op_type::PREPEND, particle::INTEGER, &[1, 2, 3]),
+            Err(ResultCode::Parameter)
+        );
+        assert_eq!(increment(None, 99, b"x"), Err(ResultCode::Parameter));
     }
 
     #[test]

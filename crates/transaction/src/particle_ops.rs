@@ -1,6 +1,6 @@
-//! Bit (BIT_READ, BIT_MODIFY) ops in `operate`: the op's particle type and
-//! the bin's value go to `bits`, and the answer or new value comes back
-//! into the working copy of the record.
+//! Bit (BIT_READ, BIT_MODIFY) and HyperLogLog (HLL_READ, HLL_MODIFY) ops
+//! in `operate`: the op and the bin's value go to `bits` or `hll`, and the
+//! answer or new value comes back into the working copy of the record.
 
 use crate::ops::WorkBin;
 use bolide_types::{particle, ResultCode};
@@ -18,13 +18,25 @@ pub fn apply<'a>(
     results: &mut Vec<u8>,
     result_count: &mut u16,
 ) -> Result<(), ResultCode> {
-    if op.particle_type != particle::BLOB {
+    let is_bits = matches!(op.op_type, op_type::BIT_READ | op_type::BIT_MODIFY);
+    if is_bits && op.particle_type != particle::BLOB {
         return Err(ResultCode::IncompatibleType);
     }
     let current = position
         .and_then(|i| bins.get(i))
         .map(|bin| (bin.particle_type, bin.value.as_ref()));
     let answer = match op.op_type {
+        op_type::HLL_MODIFY => {
+            let (value, answer) = crate::hll::modify(current, op.value)?;
+            if let Some(value) = value {
+                crate::write::set_bin(bins, position, op.name, particle::HLL, Cow::Owned(value));
+            }
+            answer
+        }
+        op_type::HLL_READ => match current {
+            Some(bin) => Some(crate::hll::read(bin, op.value)?),
+            None => None,
+        },
         op_type::BIT_MODIFY => {
             if let Some(value) = crate::bits::modify(current, op.value)? {
                 crate::write::set_bin(bins, position, op.name, particle::BLOB, Cow::Owned(value));
@@ -50,11 +62,11 @@ pub fn apply<'a>(
 /// A read op of the read path (no write lock): the answer for a bin the
 /// record has, `None` for one it does not.
 pub fn read(op: &Op<'_>, bin: Option<(u8, &[u8])>) -> Result<Option<(u8, Vec<u8>)>, ResultCode> {
+    if op.op_type == op_type::HLL_READ {
+        return bin.map(|bin| crate::hll::read(bin, op.value)).transpose();
+    }
     if op.particle_type != particle::BLOB {
         return Err(ResultCode::IncompatibleType);
     }
-    match bin {
-        Some(bin) => crate::bits::read(bin, op.value).map(Some),
-        None => Ok(None),
-    }
+    bin.map(|bin| crate::bits::read(bin, op.value)).transpose()
 }

@@ -16,6 +16,25 @@ pub fn execute(
     loaded: &mut Vec<u8>,
     framing: Framing,
 ) -> Result<(), ResultCode> {
+    let touch = answer(namespace, digest, message, filter, out, loaded, framing)?;
+    if let Some(ttl) = touch {
+        // After the read lock is released (read-touch-ttl-percent).
+        crate::read_touch::touch(namespace, digest, ttl);
+    }
+    Ok(())
+}
+
+/// Answers the read; gives the TTL to touch the record with, if the read
+/// asked for a touch and the record is due for one.
+fn answer(
+    namespace: &Namespace,
+    digest: &Digest,
+    message: &Message<'_>,
+    filter: Option<&Expr>,
+    out: &mut Vec<u8>,
+    loaded: &mut Vec<u8>,
+    framing: Framing,
+) -> Result<Option<u32>, ResultCode> {
     let header = &message.header;
     let metadata_only = header.info1 & (info1::NO_BIN_DATA | info1::GET_ALL) != 0;
     if header.n_ops == 0 && !metadata_only {
@@ -28,7 +47,7 @@ pub fn execute(
             exp_reads.push(expression::parse_op(op.value, false)?);
         } else if !matches!(
             op.op_type,
-            op_type::READ | op_type::CDT_READ | op_type::BIT_READ
+            op_type::READ | op_type::CDT_READ | op_type::BIT_READ | op_type::HLL_READ
         ) {
             return Err(if crate::ops::is_readable(op.op_type) {
                 ResultCode::UnsupportedFeature
@@ -41,13 +60,15 @@ pub fn execute(
         }
     }
     let table = namespace.read(digest);
+    let now = now_citrusleaf_seconds();
     let entry = table
         .get(digest)
-        .filter(|entry| !namespace.is_doomed(&entry.meta, now_citrusleaf_seconds()));
+        .filter(|entry| !namespace.is_doomed(&entry.meta, now));
     let Some(entry) = entry else {
         return Err(ResultCode::NotFound);
     };
     crate::check_set(namespace, message, entry.meta.set_id)?;
+    let touch = crate::read_touch::due(&entry.meta, header.record_ttl, now)?;
     let response = MsgHeader {
         generation: u32::from(entry.meta.generation),
         record_ttl: entry.meta.void_time,
@@ -57,7 +78,7 @@ pub fn execute(
         // Exists / header: the index answers; with the data on the device
         // there is nothing to read.
         ResponseWriter::begin_framed(out, &response, framing).finish();
-        return Ok(());
+        return Ok(touch);
     }
     let bytes = crate::record_bytes(namespace, &entry, loaded)?;
     let record = RecordView::parse(bytes).ok_or(ResultCode::Unknown)?;
@@ -97,7 +118,7 @@ pub fn execute(
                 }
                 continue;
             }
-            if op.op_type == op_type::BIT_READ {
+            if matches!(op.op_type, op_type::BIT_READ | op_type::HLL_READ) {
                 let bin = record
                     .bin(op.name)
                     .map(|bin| (bin.particle_type, bin.value));
@@ -136,5 +157,5 @@ pub fn execute(
         }
     }
     writer.finish();
-    Ok(())
+    Ok(touch)
 }

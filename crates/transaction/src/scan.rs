@@ -11,10 +11,12 @@
 //! come from the index instead (`crate::query`): in (bval, digest) order,
 //! each checked against the query and answered with its BVAL field.
 
+use crate::cluster::Cluster;
 use crate::expression::Expr;
 use crate::jobs::{Aggregate, Background, Job, Mode};
 use crate::query::IndexQuery;
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
+use bolide_cluster::Routing;
 use bolide_store::{Namespace, RecordView, Store};
 use bolide_types::{
     now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES, PARTITION_COUNT,
@@ -31,6 +33,15 @@ type PartitionCursor = (u16, Option<[u8; DIGEST_BYTES]>);
 /// A scan in progress.
 pub struct ScanJob {
     namespace: Arc<Namespace>,
+    /// The routing when the scan began, and the namespace's place in it:
+    /// partitions this node does not serve are answered "unavailable" so
+    /// the client asks their master.
+    routing: Arc<Routing>,
+    namespace_index: usize,
+    gates: Arc<bolide_cluster::routing::Gates>,
+    /// Carries out a background job's writes' work on other nodes (their
+    /// copies, above all).
+    runner: Option<Arc<dyn crate::RemoteRunner>>,
     /// None = every set; Some(id) = that set only.
     set_id: Option<u16>,
     bins: Vec<Vec<u8>>,
@@ -52,8 +63,13 @@ pub struct ScanJob {
     scratch: crate::Scratch,
 }
 
-pub fn start(store: &Store, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome {
-    match plan(store, message) {
+pub fn start(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    message: &Message<'_>,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    match plan(store, cluster, message) {
         Ok(Some(job)) if matches!(job.mode, Mode::Background(_)) => {
             // A background job answers at once and runs on its own.
             append_last(out, job.spawn().err().unwrap_or(ResultCode::Ok));
@@ -72,12 +88,16 @@ pub fn start(store: &Store, message: &Message<'_>, out: &mut Vec<u8>) -> Outcome
 }
 
 /// Validates a scan request; `None` means "nothing to scan" (unknown set).
-fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultCode> {
+fn plan(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    message: &Message<'_>,
+) -> Result<Option<ScanJob>, ResultCode> {
     let fields = &message.fields;
     let header = &message.header;
-    let namespace = fields
+    let (namespace_index, namespace) = fields
         .namespace
-        .and_then(|name| store.namespace(name))
+        .and_then(|name| store.namespace_index(name))
         .ok_or(ResultCode::Namespace)?;
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
@@ -119,6 +139,10 @@ fn plan(store: &Store, message: &Message<'_>) -> Result<Option<ScanJob>, ResultC
     Ok(Some(ScanJob {
         filter,
         namespace: namespace.clone(),
+        routing: Arc::clone(cluster.routing),
+        namespace_index,
+        gates: Arc::clone(cluster.gates),
+        runner: cluster.runner.cloned(),
         set_id,
         bins,
         no_bin_data: header.info1 & info1::NO_BIN_DATA != 0,
@@ -295,8 +319,13 @@ impl ScanJob {
     }
 
     /// Copies one partition's matching records into `out` (or aggregates
-    /// them, or applies a background job's write to them).
+    /// them, or applies a background job's write to them), or answers that
+    /// this node does not serve it.
     fn scan_partition(&mut self, pid: u16, resume: Option<[u8; DIGEST_BYTES]>, out: &mut Vec<u8>) {
+        if !serves_scan(&self.routing, self.namespace_index, usize::from(pid)) {
+            append_partition_unavailable(out, pid);
+            return;
+        }
         let now = now_citrusleaf_seconds();
         let namespace = self.namespace.clone();
         let namespace = &namespace;
@@ -378,6 +407,16 @@ impl ScanJob {
                     continue;
                 }
             }
+            // As on the server, a record with none of the selected bins is
+            // not sent at all.
+            let selected =
+                |bin: &bolide_store::Bin<'_>| self.bins.iter().any(|name| name == bin.name);
+            if !self.no_bin_data
+                && !self.bins.is_empty()
+                && !record.bins().any(|bin| selected(&bin))
+            {
+                continue;
+            }
             let header = MsgHeader {
                 info1: if self.no_bin_data {
                     info1::NO_BIN_DATA
@@ -423,7 +462,16 @@ impl ScanJob {
                 }
             }
             Mode::Background(work) => {
-                work.run(namespace, &digests, self.filter.as_ref(), &mut self.scratch);
+                let cluster = Cluster::new(&self.routing, &self.gates);
+                work.run(
+                    &cluster,
+                    self.namespace_index,
+                    namespace,
+                    &digests,
+                    self.filter.as_ref(),
+                    &mut self.scratch,
+                    self.runner.as_ref(),
+                );
                 work.job.partition_done();
             }
         }
@@ -454,4 +502,26 @@ impl ScanJob {
             std::thread::sleep(wait.min(Duration::from_secs(1)));
         }
     }
+}
+
+/// Whether this node answers a scan or query of partition `pid`: it holds
+/// the partition's complete data (the working master, with no copy left to
+/// merge, or a complete replica).
+pub fn serves_scan(routing: &Routing, namespace: usize, pid: usize) -> bool {
+    routing.namespaces.get(namespace).is_some_and(|ns| {
+        let route = ns.route(pid);
+        route.reads_here() && !route.resolves_duplicates()
+    })
+}
+
+/// A partition-done record with result 11: the client asks another node
+/// for this partition (its id rides in the generation field).
+pub fn append_partition_unavailable(out: &mut Vec<u8>, pid: u16) {
+    let header = MsgHeader {
+        info3: info3::PARTITION_DONE,
+        result_code: ResultCode::Unavailable.as_u8(),
+        generation: u32::from(pid),
+        ..MsgHeader::default()
+    };
+    ResponseWriter::begin_framed(out, &header, Framing::Row { index: 0 }).finish();
 }

@@ -64,7 +64,14 @@ struct Reply {
 
 fn run(store: &Store, request: &Request) -> Reply {
     let mut out = Vec::new();
-    let _ = execute(store, &request.encode(), &mut out, &mut Scratch::default());
+    let standalone = crate::Standalone::new(store);
+    let _ = execute(
+        store,
+        &standalone.cluster(),
+        &request.encode(),
+        &mut out,
+        &mut Scratch::default(),
+    );
     let message = Message::decode(&out[8..]).expect("valid response");
     assert_eq!(
         out.len(),
@@ -282,7 +289,14 @@ fn unknown_namespace_and_garbage() {
     let store = Store::new(vec![NamespaceConfig::with_name("other")]);
     assert_eq!(run(&store, &get(1)).result, ResultCode::Namespace.as_u8());
     let mut out = Vec::new();
-    let _ = execute(&store, &[1, 2, 3], &mut out, &mut Scratch::default());
+    let standalone = crate::Standalone::new(&store);
+    let _ = execute(
+        &store,
+        &standalone.cluster(),
+        &[1, 2, 3],
+        &mut out,
+        &mut Scratch::default(),
+    );
     assert_eq!(out[13], ResultCode::Parameter.as_u8());
 }
 
@@ -291,7 +305,7 @@ proptest::proptest! {
     fn any_bytes_get_exactly_one_well_formed_answer(body in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
         let store = store();
         let mut out = Vec::new();
-        drain(execute(&store, &body, &mut out, &mut Scratch::default()), &mut out);
+        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &body, &mut out, &mut Scratch::default()), &mut out);
         let frames = frames(&out);
         proptest::prop_assert!(!frames.is_empty());
     }
@@ -304,7 +318,7 @@ proptest::proptest! {
             *slot = byte;
         }
         let mut out = Vec::new();
-        drain(execute(&store, &body, &mut out, &mut Scratch::default()), &mut out);
+        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &body, &mut out, &mut Scratch::default()), &mut out);
         proptest::prop_assert!(out.len() >= 30);
     }
 }

@@ -5,7 +5,9 @@ use crate::expression::{self, op_flag, Evaluated, Expr};
 use crate::ops::{self, WorkBin};
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, RecordView};
-use bolide_store::{AppendError, Bin, Namespace, RecordMeta, SetError};
+use bolide_store::{
+    AppendError, Bin, Namespace, OwnedCopy, PartitionWriter, RecordMeta, SetError, Tombstone,
+};
 use bolide_types::{now_citrusleaf_milliseconds, particle, Digest, ResultCode};
 use bolide_types::{BINS_PER_RECORD_MAX, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::{encode_op, MsgHeader};
@@ -41,6 +43,11 @@ pub fn execute(
         .get(digest)
         .filter(|entry| !namespace.is_doomed(&entry.meta, now));
     let existing_meta = existing.map(|entry| entry.meta);
+    // What the write must come after: the record as held (even if expired
+    // or truncated) or, in a replicated namespace, its tombstone. Copies
+    // elsewhere are ordered by generation and last-update time, so both
+    // move forward from it.
+    let prior = prior_stamp(namespace, &writer, digest);
     if header.info2 & info2::DELETE == 0 || existing_meta.is_some() {
         check_generation(header, existing_meta)?;
     }
@@ -73,8 +80,16 @@ pub fn execute(
             writer.remove_durably(digest);
             return Err(ResultCode::NotFound);
         }
-        let (_, wait) = writer.delete(digest).map_err(storage_error)?;
-        scratch.add_commit_wait(wait);
+        let set_id = existing_meta.map_or(0, |meta| meta.set_id);
+        delete_record(
+            namespace,
+            &mut writer,
+            digest,
+            set_id,
+            prior,
+            now_ms,
+            scratch,
+        )?;
         ResponseWriter::begin_framed(out, &MsgHeader::default(), framing).finish();
         return Ok(());
     }
@@ -112,6 +127,7 @@ pub fn execute(
         key: request_key.or(stored_key),
         record_bytes: stored_bytes.map_or(0, <[u8]>::len),
         now_ms,
+        read_all: header.info1 & info1::GET_ALL != 0,
     };
     scratch.results.clear();
     let mut result_count: u16 = 0;
@@ -158,28 +174,31 @@ pub fn execute(
             return Err(ResultCode::NotFound);
         }
         drop(bins);
-        let (_, wait) = writer.delete(digest).map_err(storage_error)?;
-        scratch.add_commit_wait(wait);
+        let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
+        delete_record(
+            namespace,
+            &mut writer,
+            digest,
+            set_id,
+            prior,
+            now_ms,
+            scratch,
+        )?;
         (0, 0)
     } else {
         drop(bins);
-        let generation = match existing_meta {
-            Some(meta) if meta.generation == u16::MAX => 1,
-            Some(meta) => meta.generation + 1,
-            None => 1,
-        };
+        // A record written again after its delete continues from the
+        // tombstone, so every copy orders the two.
+        let generation = generation_after(existing_meta, prior);
         // A record keeps its set even when a request omits the set field.
         let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
         let meta = RecordMeta {
             generation,
             void_time,
-            last_update_ms: namespace.update_stamp_ms(set_id, now_ms),
+            last_update_ms: next_update_ms(namespace, set_id, prior, now_ms),
             set_id,
         };
-        let wait = writer
-            .put(digest, meta, &scratch.record)
-            .map_err(storage_error)?;
-        scratch.add_commit_wait(wait);
+        store_record(namespace, &mut writer, digest, meta, prior, scratch)?;
         (generation, void_time)
     };
     drop(writer);
@@ -191,6 +210,147 @@ pub fn execute(
     let mut response = ResponseWriter::begin_framed(out, &response, framing);
     response.encoded_ops(&scratch.results, result_count);
     response.finish();
+    Ok(())
+}
+
+/// Stores `scratch.record` under `meta`: forgets a tombstone it replaces,
+/// and leaves the record's image for the other holders when asked to.
+pub(crate) fn store_record(
+    namespace: &Namespace,
+    writer: &mut PartitionWriter<'_>,
+    digest: &Digest,
+    meta: RecordMeta,
+    prior: Option<Prior>,
+    scratch: &mut Scratch,
+) -> Result<(), ResultCode> {
+    let wait = writer
+        .put(digest, meta, &scratch.record)
+        .map_err(storage_error)?;
+    if prior.is_some_and(|p| p.tombstone) {
+        writer.clear_tombstone(digest);
+    }
+    scratch.add_commit_wait(wait);
+    if scratch.capture {
+        scratch.copy = Some(OwnedCopy {
+            digest: *digest,
+            generation: meta.generation,
+            last_update_ms: meta.last_update_ms,
+            void_time: meta.void_time,
+            set_name: namespace
+                .set_name(meta.set_id)
+                .unwrap_or_default()
+                .as_bytes()
+                .to_vec(),
+            record: Some(scratch.record.clone()),
+        });
+    }
+    Ok(())
+}
+
+/// The generation of a new version over `existing` (a live record) or,
+/// failing that, over the record's tombstone.
+pub(crate) fn generation_after(existing: Option<RecordMeta>, prior: Option<Prior>) -> u16 {
+    match existing {
+        Some(meta) => next_generation(meta.generation),
+        None => prior
+            .filter(|p| p.tombstone)
+            .map_or(1, |p| next_generation(p.generation)),
+    }
+}
+
+/// The generation and last-update time a write must follow.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Prior {
+    generation: u16,
+    last_update_ms: u64,
+    tombstone: bool,
+}
+
+pub(crate) fn prior_stamp(
+    namespace: &Namespace,
+    writer: &PartitionWriter<'_>,
+    digest: &Digest,
+) -> Option<Prior> {
+    if let Some(entry) = writer.table().get(digest) {
+        return Some(Prior {
+            generation: entry.meta.generation,
+            last_update_ms: entry.meta.last_update_ms,
+            tombstone: false,
+        });
+    }
+    if !namespace.keeps_tombstones() {
+        return None;
+    }
+    writer.tombstone(digest).map(|t| Prior {
+        generation: t.generation,
+        last_update_ms: t.last_update_ms,
+        tombstone: true,
+    })
+}
+
+fn next_generation(generation: u16) -> u16 {
+    if generation == u16::MAX {
+        1
+    } else {
+        generation + 1
+    }
+}
+
+/// The clock (after any truncation point), and always after the prior
+/// version, so that two writes of one record are ordered the same way on
+/// every copy even within one millisecond.
+pub(crate) fn next_update_ms(
+    namespace: &Namespace,
+    set_id: u16,
+    prior: Option<Prior>,
+    now_ms: u64,
+) -> u64 {
+    let stamp = namespace.update_stamp_ms(set_id, now_ms);
+    match prior {
+        Some(prior) => stamp.max(prior.last_update_ms + 1),
+        None => stamp,
+    }
+}
+
+/// Deletes a present record: in a replicated namespace it leaves a
+/// tombstone one generation on (and the copy for the other holders).
+pub(crate) fn delete_record(
+    namespace: &Namespace,
+    writer: &mut PartitionWriter<'_>,
+    digest: &Digest,
+    set_id: u16,
+    prior: Option<Prior>,
+    now_ms: u64,
+    scratch: &mut Scratch,
+) -> Result<(), ResultCode> {
+    if !namespace.keeps_tombstones() {
+        let (_, wait) = writer.delete(digest).map_err(storage_error)?;
+        scratch.add_commit_wait(wait);
+        return Ok(());
+    }
+    let tombstone = Tombstone {
+        generation: prior.map_or(1, |p| next_generation(p.generation)),
+        last_update_ms: next_update_ms(namespace, set_id, prior, now_ms),
+        set_id,
+    };
+    let (_, wait) = writer
+        .delete_keeping_tombstone(digest, tombstone)
+        .map_err(storage_error)?;
+    scratch.add_commit_wait(wait);
+    if scratch.capture {
+        scratch.copy = Some(OwnedCopy {
+            digest: *digest,
+            generation: tombstone.generation,
+            last_update_ms: tombstone.last_update_ms,
+            void_time: 0,
+            set_name: namespace
+                .set_name(set_id)
+                .unwrap_or_default()
+                .as_bytes()
+                .to_vec(),
+            record: None,
+        });
+    }
     Ok(())
 }
 
@@ -224,11 +384,18 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
             | op_type::CDT_MODIFY
             | op_type::EXP_MODIFY
             | op_type::BIT_READ
-            | op_type::BIT_MODIFY => {
+            | op_type::BIT_MODIFY
+            | op_type::HLL_READ
+            | op_type::HLL_MODIFY => {
                 if op.name.is_empty() || op.name.len() > BIN_NAME_BYTES_MAX {
                     return Err(ResultCode::BinName);
                 }
-                if replace && !matches!(op.op_type, op_type::CDT_READ | op_type::BIT_READ) {
+                if replace
+                    && !matches!(
+                        op.op_type,
+                        op_type::CDT_READ | op_type::BIT_READ | op_type::HLL_READ
+                    )
+                {
                     return Err(ResultCode::Parameter);
                 }
             }
@@ -279,6 +446,10 @@ struct Context<'c> {
     key: Option<(u8, &'c [u8])>,
     record_bytes: usize,
     now_ms: u64,
+    /// The request asks for all bins (GET_ALL): a read op without a bin
+    /// name reads them all. Without it, such an op names no bin and reads
+    /// nothing (a header read next to a touch, say).
+    read_all: bool,
 }
 
 impl Context<'_> {
@@ -325,7 +496,7 @@ fn apply<'a>(
         }
         op_type::EXP_MODIFY => exp_modify(bins, position, &op, context)?,
         op_type::READ => {
-            if op.name.is_empty() {
+            if op.name.is_empty() && context.read_all {
                 for bin in bins.iter() {
                     encode_op(
                         results,
@@ -396,7 +567,7 @@ fn apply<'a>(
             *result_count += 1;
             return Ok(());
         }
-        op_type::BIT_READ | op_type::BIT_MODIFY => {
+        op_type::BIT_READ | op_type::BIT_MODIFY | op_type::HLL_READ | op_type::HLL_MODIFY => {
             return crate::particle_ops::apply(
                 bins,
                 position,

@@ -195,8 +195,12 @@ impl<'a> Message<'a> {
     ) -> Result<(Message<'a>, &'a [u8]), ProtoError> {
         let mut rest = bytes;
         let mut fields = Fields::default();
-        for _ in 0..header.n_fields {
-            let (field_kind, data, after) = split_field(rest)?;
+        for i in 0..header.n_fields {
+            let last = i + 1 == header.n_fields && header.n_ops == 0;
+            let (field_kind, data, after) = match split_field(rest) {
+                Ok(parts) => parts,
+                Err(error) => overlong_batch_field(rest, &fields, last).ok_or(error)?,
+            };
             fields.assign(field_kind, data);
             rest = after;
         }
@@ -335,6 +339,35 @@ pub fn split_field(bytes: &[u8]) -> Result<(u8, &[u8], &[u8]), ProtoError> {
     Ok((kind, data, after))
 }
 
+/// The official clients write a batch's BATCH_INDEX field size as
+/// everything after the AS_MSG header, so with a filter expression (whose
+/// field comes first) the size is too long by exactly that field's size.
+/// The server tolerates it; so does Bolide, for a last batch field overrunning
+/// the message by exactly the filter field, and nothing else.
+fn overlong_batch_field<'a>(
+    bytes: &'a [u8],
+    fields: &Fields<'a>,
+    last: bool,
+) -> Option<(u8, &'a [u8], &'a [u8])> {
+    let filter = fields.filter_expression?;
+    let (size, rest) = bytes.split_first_chunk::<4>()?;
+    let (&kind, data) = rest.split_first()?;
+    if !last
+        || !matches!(
+            kind,
+            field_type::BATCH_INDEX | field_type::BATCH_INDEX_WITH_SET
+        )
+    {
+        return None;
+    }
+    let declared = (u32::from_be_bytes(*size) as usize).checked_sub(1)?;
+    let overrun = declared.checked_sub(data.len())?;
+    (overrun == FIELD_HEADER_BYTES + filter.len()).then_some((kind, data, &[]))
+}
+
+/// Bytes before a field's data: u32 size and the type byte.
+const FIELD_HEADER_BYTES: usize = 5;
+
 /// Splits one op off the front: (op, rest).
 #[inline]
 pub fn split_op(bytes: &[u8]) -> Result<(Op<'_>, &[u8]), ProtoError> {
@@ -453,6 +486,36 @@ mod tests {
         assert_eq!(message.fields.digest, Some(&[9u8; 20][..]));
         let op = message.ops().next().expect("one op");
         assert_eq!(op.value, 5i64.to_be_bytes());
+    }
+
+    /// A batch whose BATCH_INDEX size counts the filter field before it,
+    /// as the official clients write it: accepted for exactly that overrun.
+    #[test]
+    fn tolerates_a_batch_field_too_long_by_the_filter_field() {
+        let message = |overrun: u32, n_ops: u16| {
+            let header = MsgHeader {
+                info1: info1::BATCH,
+                n_fields: 2,
+                n_ops,
+                ..MsgHeader::default()
+            };
+            let mut out = Vec::new();
+            encode_header(&mut out, &header);
+            encode_field(&mut out, field_type::FILTER_EXPRESSION, &[0xc3]);
+            let rows = [0u8, 0, 0, 1, 0, 1, 2, 3];
+            out.extend_from_slice(&(1 + rows.len() as u32 + overrun).to_be_bytes());
+            out.push(field_type::BATCH_INDEX);
+            out.extend_from_slice(&rows);
+            out
+        };
+        let exact = message(6, 0);
+        let decoded = Message::decode(&exact).expect("tolerated");
+        assert_eq!(decoded.fields.batch.map(<[u8]>::len), Some(8));
+        assert_eq!(decoded.fields.filter_expression, Some(&[0xc3][..]));
+        assert!(Message::decode(&message(0, 0)).is_ok());
+        for bad in [message(5, 0), message(7, 0), message(6, 1)] {
+            assert!(Message::decode(&bad).is_err());
+        }
     }
 
     #[test]

@@ -150,6 +150,11 @@ pub struct Args {
     /// Random seed (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
+
+    /// Aerospike cluster: learn the partition map from the seed node and
+    /// send each request to its partition's master (refreshed every second).
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 /// A validated run description.
@@ -174,6 +179,8 @@ pub struct Config {
     pub timeout: Duration,
     pub json: Option<String>,
     pub seed: u64,
+    /// Route each request to its partition's master (Aerospike only).
+    pub cluster: bool,
 }
 
 impl Config {
@@ -239,6 +246,9 @@ impl Config {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(1)
         });
+        if args.cluster && args.protocol != Protocol::Aerospike {
+            return Err("--cluster is for Aerospike servers".to_owned());
+        }
         Ok(Config {
             protocol: args.protocol,
             host,
@@ -259,6 +269,7 @@ impl Config {
             timeout: Duration::from_millis(args.timeout_ms),
             json: args.json,
             seed,
+            cluster: args.cluster,
         })
     }
 }

@@ -51,6 +51,8 @@ struct Shared {
     fatal: Mutex<Option<String>>,
     /// The first error text a server sent (Redis error replies), for the report.
     first_error_text: Mutex<Option<String>>,
+    /// `--cluster`: who masters each partition.
+    map: Option<crate::cluster::SharedMap>,
 }
 
 impl Shared {
@@ -105,6 +107,14 @@ pub fn run(
     }
     .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(probe(config))?;
+    let map = if config.cluster {
+        Some(crate::cluster::start(
+            address(config),
+            config.namespace.clone(),
+        )?)
+    } else {
+        None
+    };
 
     let shard_count = config.concurrency.min(config.threads * SHARDS_PER_THREAD);
     let shared = Arc::new(Shared {
@@ -119,6 +129,7 @@ pub fn run(
             .collect(),
         fatal: Mutex::new(None),
         first_error_text: Mutex::new(None),
+        map,
     });
     let start = Instant::now();
     let (done_sender, done_receiver) = mpsc::channel::<()>();
@@ -163,7 +174,11 @@ fn address(config: &Config) -> String {
 }
 
 async fn connect(config: &Config) -> Result<TcpStream, String> {
-    let address = address(config);
+    connect_to(config, &address(config)).await
+}
+
+async fn connect_to(config: &Config, address: &str) -> Result<TcpStream, String> {
+    let address = address.to_owned();
     let connecting = TcpStream::connect(address.as_str());
     let stream = tokio::time::timeout(config.timeout.max(Duration::from_secs(1)), connecting)
         .await
@@ -510,29 +525,14 @@ async fn worker(id: usize, config: Config, shared: Arc<Shared>, start: Instant) 
         + period.map_or(Duration::ZERO, |p| {
             p.mul_f64(id as f64 / config.concurrency as f64)
         });
-    let mut connection: Option<Connection> = None;
+    // One connection per node (a single node: just the first).
+    let mut connections: Vec<Option<Connection>> = Vec::new();
     let mut failed_connects = 0u32;
     let mut operations = Vec::with_capacity(config.depth);
     let mut progress = Vec::with_capacity(config.depth);
     let mut out = Vec::new();
+    let mut groups: Vec<(usize, Vec<Operation>)> = Vec::new();
     while !shared.stop.load(Ordering::Relaxed) {
-        let Some(live) = connection.as_mut() else {
-            match connect(&config).await {
-                Ok(stream) => {
-                    connection = Some(Connection::new(stream));
-                    failed_connects = 0;
-                }
-                Err(error) => {
-                    failed_connects += 1;
-                    if failed_connects >= RECONNECT_ATTEMPTS_MAX {
-                        shared.fail(format!("lost the server: {error}"));
-                        break;
-                    }
-                    tokio::time::sleep(RECONNECT_PAUSE).await;
-                }
-            }
-            continue;
-        };
         let granted = shared.claim(config.depth);
         operations.clear();
         operations.extend((0..granted).map_while(|_| generator.next(&mut rng)));
@@ -548,25 +548,90 @@ async fn worker(id: usize, config: Config, shared: Arc<Shared>, start: Instant) 
             }
             None => Instant::now(),
         };
-        let result = run_batch(
-            live,
-            codec.as_mut(),
-            &operations,
-            &mut progress,
-            &mut out,
-            config.timeout,
-        )
-        .await;
-        record_batch(&shared, id, &config, &operations, &progress, intended);
-        if let Some(text) = codec.take_error_text() {
-            let mut first = shared
-                .first_error_text
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            first.get_or_insert(text);
+        // Each operation to the node that masters its key's partition.
+        let map = shared
+            .map
+            .as_ref()
+            .map(|map| map.read().map(|map| Arc::clone(&map)).unwrap_or_default());
+        groups.clear();
+        for operation in &operations {
+            let node = match &map {
+                Some(map) => {
+                    let digest = crate::aerospike::digest_of_integer_key(
+                        config.set.as_bytes(),
+                        operation.key as i64,
+                    );
+                    map.node_of(digest.partition_id().index())
+                }
+                None => 0,
+            };
+            match groups.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, group)) => group.push(*operation),
+                None => groups.push((node, vec![*operation])),
+            }
         }
-        if result.is_err() {
-            connection = None;
+        for (node, group) in &groups {
+            if connections.len() <= *node {
+                connections.resize_with(node + 1, || None);
+            }
+            if connections[*node].is_none() {
+                let target = match &map {
+                    Some(map) => map
+                        .nodes
+                        .get(*node)
+                        .cloned()
+                        .unwrap_or_else(|| address(&config)),
+                    None => address(&config),
+                };
+                match connect_to(&config, &target).await {
+                    Ok(stream) => {
+                        connections[*node] = Some(Connection::new(stream));
+                        failed_connects = 0;
+                    }
+                    Err(error) => {
+                        failed_connects += 1;
+                        if failed_connects >= RECONNECT_ATTEMPTS_MAX {
+                            shared.fail(format!("lost the server: {error}"));
+                            return;
+                        }
+                        // The operations count as failed connections.
+                        progress.clear();
+                        progress.extend(group.iter().map(|_| Progress {
+                            outcome: Outcome::Error {
+                                code: CONNECTION_ERROR_CODE,
+                            },
+                            records: 0,
+                            finished: Some(Instant::now()),
+                        }));
+                        record_batch(&shared, id, &config, group, &progress, intended);
+                        tokio::time::sleep(RECONNECT_PAUSE).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(live) = connections[*node].as_mut() else {
+                continue;
+            };
+            let result = run_batch(
+                live,
+                codec.as_mut(),
+                group,
+                &mut progress,
+                &mut out,
+                config.timeout,
+            )
+            .await;
+            record_batch(&shared, id, &config, group, &progress, intended);
+            if let Some(text) = codec.take_error_text() {
+                let mut first = shared
+                    .first_error_text
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                first.get_or_insert(text);
+            }
+            if result.is_err() {
+                connections[*node] = None;
+            }
         }
     }
 }

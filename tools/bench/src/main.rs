@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod aerospike;
+mod cluster;
 mod codec;
 mod config;
 mod engine;

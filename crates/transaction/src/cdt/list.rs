@@ -172,12 +172,11 @@ fn run<'a>(
         }
         code::POP_RANGE | code::REMOVE_RANGE | code::GET_RANGE | code::TRIM => {
             let index = args.int(0)?;
-            let count = if call.code == code::TRIM {
-                args.int(1)
-                    .and_then(|count| u64::try_from(count).map_err(|_| ResultCode::Parameter))?
-            } else {
-                args.count_or_all(1)?
-            };
+            // TRIM needs its count; the others reach to the end without one.
+            if call.code == code::TRIM {
+                args.payload(1)?;
+            }
+            let count = args.count_or_all(1)?;
             let (start, len) = multi_range(index, count, n);
             let picked: Vec<usize> = if call.code == code::TRIM {
                 (0..n).filter(|&i| i < start || i >= start + len).collect()
@@ -457,7 +456,7 @@ fn increment(list: &mut List<'_>, args: &Args<'_>) -> Result<Option<Particle>, R
     Ok(Some(result))
 }
 
-fn sort_items(
+pub(super) fn sort_items(
     list: &mut List<'_>,
     descending: bool,
     drop_duplicates: bool,

@@ -159,6 +159,12 @@ fn run<'a>(
                 }
             }
             put(map, pairs, flags)?;
+            if map.flags & value::MAP_K_ORDERED == 0 {
+                // The server writes an unordered map in key order when it
+                // adds items to it (its "in key order" conversion), so
+                // index and storage order agree afterwards.
+                sort_by_key(map)?;
+            }
             Ok(Some(value::int_particle(map.pairs.len() as i64)))
         }
         code::INCREMENT | code::DECREMENT => increment(map, args, call.code == code::DECREMENT),

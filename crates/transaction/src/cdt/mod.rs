@@ -73,11 +73,13 @@ impl<'a> Args<'a> {
         }
     }
 
-    /// A count argument; absent means "to the end".
+    /// A count argument; absent means "to the end". As on the server, a
+    /// negative count is read as an unsigned number, so it also reaches to
+    /// the end.
     pub fn count_or_all(&self, i: usize) -> Result<u64, ResultCode> {
         match self.get(i).map(|bytes| Reader::new(bytes).item()) {
             None => Ok(u64::from(u32::MAX)),
-            Some(Ok(Item::Int(value))) if value >= 0 => Ok(value as u64),
+            Some(Ok(Item::Int(value))) => Ok(value as u64),
             Some(Ok(Item::Uint(value))) => Ok(value),
             _ => Err(ResultCode::Parameter),
         }
@@ -272,6 +274,10 @@ fn at_level(
         } else if let Some(slot) = list.items.get_mut(position) {
             *slot = Cow::Owned(changed);
         }
+        if list.is_ordered() {
+            // The changed element takes its place in the value order.
+            list::sort_items(&mut list, false, false)?;
+        }
         Ok((Some(list.encode()), result))
     } else {
         let mut map = Map::parse(bytes)?;
@@ -376,13 +382,19 @@ fn list_child<'l>(
             let index = int_of(selector)?;
             match single_index(index, n) {
                 Some(position) => position,
-                None if allow_create && index >= 0 && !list.is_ordered() => {
-                    let index = index as usize;
+                // As on the server: -1 on an empty list and n add at the
+                // end; past the end an ordered list adds at the end too, an
+                // unbound unordered list pads with nils.
+                None if allow_create && (index == n as i64 || (n == 0 && index == -1)) => {
+                    return Ok((n, None));
+                }
+                None if allow_create && list.is_ordered() => return Ok((n, None)),
+                None if allow_create && index > n as i64 => {
                     let unbound = kind & ctx::CREATE_ORDER_MASK == ctx::CREATE_LIST_UNBOUND;
-                    if index > n && !unbound {
+                    if !unbound {
                         return Err(ResultCode::OpNotApplicable);
                     }
-                    return Ok((index, None));
+                    return Ok((index as usize, None));
                 }
                 None => return Err(ResultCode::OpNotApplicable),
             }

@@ -176,12 +176,12 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
         },
         Expr::Meta(op) => meta(*op, subject),
         Expr::DigestModulo(modulus) => {
-            // The last four digest bytes as a big-endian number: the Python
-            // client's own test expects `digest_modulo(256)` to be the last
-            // digest byte.
+            // Digest bytes 16..20 as the server reads them: a host-order
+            // (little-endian) u32. The remainder takes the dividend's sign,
+            // as in C, so a negative modulus works like its absolute value.
             let mut four = [0u8; 4];
             four.copy_from_slice(&subject.digest.0[16..20]);
-            Value::Int(i64::from(u32::from_be_bytes(four)) % modulus)
+            Value::Int(i64::from(u32::from_le_bytes(four)) % modulus)
         }
     }
 }
@@ -235,6 +235,28 @@ fn run_call(call: &super::Call, bin: Value<'_>, payload: &[u8]) -> Value<'static
         }
         (CallSystem::Bits, Value::Blob(particle_type, bytes)) => {
             match crate::bits::read((particle_type, &bytes), payload) {
+                Ok(answer) => call_result(Some(answer)),
+                Err(_) => return Value::Unknown,
+            }
+        }
+        // A modify on nil works as on a missing bin: insert and resize,
+        // init and add, list and map writes create the value.
+        (CallSystem::Cdt, Value::Nil) if call.modify => {
+            match crate::cdt::execute(None, payload, true) {
+                Ok(outcome) => call_result(outcome.bin),
+                Err(_) => return Value::Unknown,
+            }
+        }
+        (CallSystem::Bits, Value::Nil) if call.modify => match crate::bits::modify(None, payload) {
+            Ok(value) => call_result(value.map(|value| (particle::BLOB, value))),
+            Err(_) => return Value::Unknown,
+        },
+        (CallSystem::Hll, Value::Nil) if call.modify => match crate::hll::modify(None, payload) {
+            Ok((value, _)) => call_result(value.map(|value| (particle::HLL, value))),
+            Err(_) => return Value::Unknown,
+        },
+        (CallSystem::Hll, Value::Blob(particle::HLL, bytes)) => {
+            match crate::hll::call(&bytes, payload, call.modify) {
                 Ok(answer) => call_result(Some(answer)),
                 Err(_) => return Value::Unknown,
             }

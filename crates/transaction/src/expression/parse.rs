@@ -53,6 +53,7 @@ pub fn parse(bytes: &[u8]) -> Result<Expr, ResultCode> {
         return Err(ResultCode::Parameter);
     }
     check_variables(&expr, &mut Vec::new())?;
+    static_kind(&expr)?;
     Ok(expr)
 }
 
@@ -194,7 +195,9 @@ fn particle_literal(bytes: &[u8]) -> Result<Literal, ResultCode> {
     match bytes.split_first() {
         Some((&particle::STRING, rest)) => Ok(Literal::Str(rest.to_vec())),
         Some((&particle::GEOJSON, rest)) => Ok(Literal::Geo(rest.to_vec())),
-        Some((&particle_type, rest)) if particle::is_blob(particle_type) => {
+        Some((&particle_type, rest))
+            if particle::is_blob(particle_type) || particle_type == particle::HLL =>
+        {
             Ok(Literal::Blob(particle_type, rest.to_vec()))
         }
         Some(_) => Err(ResultCode::UnsupportedFeature),
@@ -436,11 +439,12 @@ fn parse_call(
         }
         code::DIGEST_MODULO => {
             expect(1)?;
-            let modulus = reader.int().map_err(|_| ResultCode::Parameter)?;
-            if modulus <= 0 {
+            // The server keeps the low 32 bits, as a signed number.
+            let modulus = reader.int().map_err(|_| ResultCode::Parameter)? as i32;
+            if modulus == 0 {
                 return Err(ResultCode::Parameter);
             }
-            Expr::DigestModulo(modulus)
+            Expr::DigestModulo(i64::from(modulus))
         }
         code::DEVICE_SIZE
         | code::LAST_UPDATE
@@ -484,6 +488,7 @@ fn check_types(left: &Expr, right: &Expr) -> Result<(), ResultCode> {
         Expr::Literal(Literal::Int(_)) => Some(kind::INT),
         Expr::Literal(Literal::Float(_)) => Some(kind::FLOAT),
         Expr::Literal(Literal::Str(_)) => Some(kind::STRING),
+        Expr::Literal(Literal::Blob(particle::HLL, _)) => Some(kind::HLL),
         Expr::Literal(Literal::Blob(..)) => Some(kind::BLOB),
         Expr::Literal(Literal::Geo(_)) => Some(kind::GEO),
         Expr::Literal(Literal::List(_)) => Some(kind::LIST),
@@ -509,5 +514,146 @@ fn name(reader: &mut Reader<'_>) -> Result<Vec<u8>, ResultCode> {
         Item::Str(bytes) if bytes.len() <= bolide_types::BIN_NAME_BYTES_MAX => Ok(bytes.to_vec()),
         Item::Str(_) => Err(ResultCode::BinName),
         _ => Err(ResultCode::Parameter),
+    }
+}
+
+/// The value type an expression has before it runs, where it is known,
+/// checking its operands on the way as the server does when it compiles an
+/// expression: logic takes booleans, arithmetic numbers of one type (each
+/// operator the type it works on), a comparison two sides of one type
+/// (neither GeoJSON nor HLL), a regex a string. A violation is a bad
+/// request (4) at parse time instead of an unknown at run time. Variables
+/// and `unknown` are not known, and check nothing.
+fn static_kind(expr: &Expr) -> Result<Option<i64>, ResultCode> {
+    let require = |kind: Option<i64>, wanted: i64| match kind {
+        Some(kind) if kind != wanted => Err(ResultCode::Parameter),
+        _ => Ok(()),
+    };
+    Ok(match expr {
+        Expr::Literal(literal) => match literal {
+            Literal::Nil => Some(kind::NIL),
+            Literal::Bool(_) => Some(kind::BOOL),
+            Literal::Int(_) => Some(kind::INT),
+            Literal::Float(_) => Some(kind::FLOAT),
+            Literal::Str(_) => Some(kind::STRING),
+            Literal::Blob(particle::HLL, _) => Some(kind::HLL),
+            Literal::Blob(..) => Some(kind::BLOB),
+            Literal::Geo(_) => Some(kind::GEO),
+            Literal::List(_) => Some(kind::LIST),
+            Literal::Map(_) => Some(kind::MAP),
+            Literal::Unknown => None,
+        },
+        Expr::Compare(_, left, right) => {
+            let (left, right) = (static_kind(left)?, static_kind(right)?);
+            if let (Some(left), Some(right)) = (left, right) {
+                if left != right || left == kind::GEO || left == kind::HLL {
+                    return Err(ResultCode::Parameter);
+                }
+            }
+            Some(kind::BOOL)
+        }
+        Expr::And(children) | Expr::Or(children) | Expr::Exclusive(children) => {
+            for child in children {
+                require(static_kind(child)?, kind::BOOL)?;
+            }
+            Some(kind::BOOL)
+        }
+        Expr::Not(child) => {
+            require(static_kind(child)?, kind::BOOL)?;
+            Some(kind::BOOL)
+        }
+        Expr::Regex(_, subject) => {
+            require(static_kind(subject)?, kind::STRING)?;
+            Some(kind::BOOL)
+        }
+        Expr::Geo(left, right) => {
+            for side in [left, right] {
+                if let GeoSide::Expr(expr) = side {
+                    require(static_kind(expr)?, kind::GEO)?;
+                }
+            }
+            Some(kind::BOOL)
+        }
+        Expr::Bin { kind, .. } | Expr::Key(kind) => Some(*kind),
+        Expr::BinType(_) | Expr::DigestModulo(_) => Some(kind::INT),
+        Expr::Meta(op) => Some(match *op {
+            code::SET_NAME => kind::STRING,
+            code::KEY_EXISTS | code::IS_TOMBSTONE => kind::BOOL,
+            _ => kind::INT,
+        }),
+        Expr::Call { call, bin } => {
+            static_kind(bin)?;
+            for arg in &call.args {
+                if let CallArg::Expr(expr) = arg {
+                    static_kind(expr)?;
+                }
+            }
+            Some(call.result_kind)
+        }
+        Expr::Arith(op, operands) => arith_kind(*op, operands)?,
+        Expr::Cond(parts) => {
+            let mut result = None;
+            let mut pairs = parts.chunks_exact(2);
+            for pair in pairs.by_ref() {
+                require(static_kind(&pair[0])?, kind::BOOL)?;
+                result = result.or(static_kind(&pair[1])?);
+            }
+            for default in pairs.remainder() {
+                result = result.or(static_kind(default)?);
+            }
+            result
+        }
+        Expr::Let(definitions, body) => {
+            for (_, value) in definitions {
+                static_kind(value)?;
+            }
+            static_kind(body)?
+        }
+        Expr::Var(_) => None,
+    })
+}
+
+/// The type an arithmetic or bitwise operator answers, after checking its
+/// operands' types.
+fn arith_kind(op: i64, operands: &[Expr]) -> Result<Option<i64>, ResultCode> {
+    let kinds = operands
+        .iter()
+        .map(static_kind)
+        .collect::<Result<Vec<_>, _>>()?;
+    let all = |wanted: i64| {
+        if kinds.iter().flatten().all(|&kind| kind == wanted) {
+            Ok(Some(wanted))
+        } else {
+            Err(ResultCode::Parameter)
+        }
+    };
+    match op {
+        code::ADD | code::SUB | code::MUL | code::DIV | code::MIN | code::MAX | code::ABS => {
+            let mut number = None;
+            for kind in kinds.iter().flatten() {
+                if *kind != kind::INT && *kind != kind::FLOAT {
+                    return Err(ResultCode::Parameter);
+                }
+                if number.is_some_and(|number| number != *kind) {
+                    return Err(ResultCode::Parameter);
+                }
+                number = Some(*kind);
+            }
+            Ok(number)
+        }
+        code::POW | code::LOG | code::FLOOR | code::CEIL => all(kind::FLOAT),
+        code::TO_INT => all(kind::FLOAT).map(|_| Some(kind::INT)),
+        code::TO_FLOAT => all(kind::INT).map(|_| Some(kind::FLOAT)),
+        code::INT_LSCAN | code::INT_RSCAN => {
+            match (
+                kinds.first().copied().flatten(),
+                kinds.get(1).copied().flatten(),
+            ) {
+                (Some(value), _) if value != kind::INT => Err(ResultCode::Parameter),
+                (_, Some(bit)) if bit != kind::BOOL => Err(ResultCode::Parameter),
+                _ => Ok(Some(kind::INT)),
+            }
+        }
+        _ => all(kind::INT),
     }
 }

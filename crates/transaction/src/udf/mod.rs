@@ -10,7 +10,7 @@
 
 pub mod modules;
 
-use crate::write::storage_error;
+use crate::write;
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, Bin, RecordView};
 use bolide_store::{Namespace, RecordMeta, SetError};
@@ -103,6 +103,7 @@ pub fn apply(
         .get(digest)
         .filter(|entry| !namespace.is_doomed(&entry.meta, now));
     let existing_meta = existing.map(|entry| entry.meta);
+    let prior = write::prior_stamp(namespace, &writer, digest);
     let loaded = &mut scratch.loaded;
     let stored_bytes = match existing {
         Some(entry) => Some(crate::record_bytes(namespace, &entry, loaded)?),
@@ -164,8 +165,16 @@ pub fn apply(
             if existing_meta.is_none() {
                 return Err(ResultCode::NotFound);
             }
-            let (_, wait) = writer.delete(digest).map_err(storage_error)?;
-            scratch.add_commit_wait(wait);
+            let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
+            write::delete_record(
+                namespace,
+                &mut writer,
+                digest,
+                set_id,
+                prior,
+                now_ms,
+                scratch,
+            )?;
             (generation, void_time) = (0, 0);
         } else {
             if namespace.is_stop_writes() {
@@ -208,21 +217,14 @@ pub fn apply(
                 existing_meta.map(|meta| meta.void_time),
                 now,
             )?;
-            generation = match existing_meta {
-                Some(meta) if meta.generation == u16::MAX => 1,
-                Some(meta) => meta.generation + 1,
-                None => 1,
-            };
+            generation = write::generation_after(existing_meta, prior);
             let meta = RecordMeta {
                 generation,
                 void_time,
-                last_update_ms: namespace.update_stamp_ms(set_id, now_ms),
+                last_update_ms: write::next_update_ms(namespace, set_id, prior, now_ms),
                 set_id,
             };
-            let wait = writer
-                .put(digest, meta, &scratch.record)
-                .map_err(storage_error)?;
-            scratch.add_commit_wait(wait);
+            write::store_record(namespace, &mut writer, digest, meta, prior, scratch)?;
         }
     }
     drop(writer);

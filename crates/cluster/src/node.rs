@@ -1,0 +1,1007 @@
+//! The cluster state machine of one node: membership, the partition-version
+//! exchange, the rebalance and the partitions' migration bookkeeping, and
+//! cluster-wide metadata, behind one interface: feed it time, messages and
+//! the data path's reports; take its actions.
+
+use crate::balance::PartitionOrders;
+use crate::membership::{self, Change, Identity, Membership, Timing};
+use crate::message::{Endpoint, Envelope, Message, NamespaceSummary, NamespaceVersions};
+use crate::metadata::{Item, Metadata};
+use crate::partitions::{Effects, Emigration, NamespaceState};
+use crate::plan::{self, Member};
+use crate::routing::{ConflictPolicy, Routing};
+use crate::version::Version;
+use crate::NodeId;
+use bolide_types::PARTITION_COUNT;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Randomness (cluster keys), injected so a simulation replays exactly.
+pub trait Entropy: Send {
+    fn next_u64(&mut self) -> u64;
+}
+
+/// A namespace as the cluster sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceConfig {
+    pub name: String,
+    pub replication_factor: usize,
+    pub conflict_policy: ConflictPolicy,
+}
+
+/// A node's cluster configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub node: NodeId,
+    pub cluster_name: String,
+    /// Random per process start.
+    pub boot_id: u64,
+    pub heartbeat: Endpoint,
+    pub fabric: Endpoint,
+    /// Addresses clients reach this node at.
+    pub service: Vec<Endpoint>,
+    pub seeds: Vec<Endpoint>,
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_timeout: u64,
+    pub fabric_latency_max_ms: u64,
+    pub min_cluster_size: usize,
+    pub namespaces: Vec<NamespaceConfig>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+}
+
+/// What the state machine asks its host to do.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Keep a heartbeat connection to this endpoint.
+    Connect(Endpoint),
+    /// Stop keeping it.
+    Disconnect(Endpoint),
+    /// Send to every heartbeat connection (pulses).
+    Broadcast(Envelope),
+    /// Send to one node, at its heartbeat endpoint.
+    Send {
+        to: NodeId,
+        endpoint: Endpoint,
+        envelope: Envelope,
+    },
+    /// The data path's routing changed.
+    Publish(Arc<Routing>),
+    /// Start sending a partition.
+    Emigrate(Emigration),
+    /// Delete this node's copy of a partition (namespace index, pid).
+    Drop {
+        namespace: usize,
+        pid: u16,
+    },
+    /// A cluster-wide metadata item changed: apply (and persist) it.
+    Metadata(Item),
+    Log(Level, String),
+}
+
+/// What the data path reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataEvent {
+    /// A whole copy of the partition arrived from `from`.
+    ImmigrationDone {
+        namespace: usize,
+        pid: u16,
+        from: NodeId,
+        key: u64,
+    },
+    /// A copy sent to `to` was acknowledged whole.
+    EmigrationDone {
+        namespace: usize,
+        pid: u16,
+        to: NodeId,
+        key: u64,
+    },
+}
+
+/// A peer as clients learn it (`peers-clear-std`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerInfo {
+    pub node: NodeId,
+    pub service: Vec<Endpoint>,
+    pub fabric: Endpoint,
+}
+
+/// Per-namespace migration figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceStatus {
+    pub tx_remaining: u64,
+    pub rx_remaining: u64,
+    pub signals_remaining: u64,
+    pub tx_initial: u64,
+    pub rx_initial: u64,
+    pub signals_initial: u64,
+    pub fresh_partitions: u64,
+}
+
+/// What `statistics` and the cluster info commands report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    pub node: NodeId,
+    pub cluster_size: usize,
+    pub cluster_key: u64,
+    pub cluster_generation: u64,
+    pub principal: NodeId,
+    pub integrity: bool,
+    pub is_member: bool,
+    /// No exchange running: the partition map in force matches the cluster.
+    pub migrate_allowed: bool,
+    pub migrate_partitions_remaining: u64,
+    pub succession: Vec<NodeId>,
+    /// Members other than this node.
+    pub peers: Vec<PeerInfo>,
+    pub peers_generation: u64,
+    pub heartbeat_nodes: usize,
+    pub heartbeat_received_self: u64,
+    pub heartbeat_received_foreign: u64,
+    pub rebalance_generation: u64,
+    pub last_rebalance_ms: u64,
+    pub orphan_blocked: bool,
+    pub namespaces: Vec<NamespaceStatus>,
+    /// A few partitions with migrations left, described (diagnostics).
+    pub pending_sample: Vec<String>,
+}
+
+struct Exchange {
+    key: u64,
+    succession: Vec<NodeId>,
+    mine: Vec<NamespaceVersions>,
+    received: BTreeMap<NodeId, Vec<NamespaceVersions>>,
+    /// (Principal) the commit, once sent.
+    commit: Option<Vec<(NodeId, Vec<NamespaceVersions>)>>,
+    applied: bool,
+    last_sent_ms: u64,
+}
+
+pub struct ClusterNode {
+    membership: Membership,
+    namespaces: Vec<NamespaceState>,
+    exchange: Option<Exchange>,
+    /// The members of the partition map in force, and its key.
+    plan_members: Vec<NodeId>,
+    plan_key: u64,
+    plan_fabric: Vec<Endpoint>,
+    metadata: Metadata,
+    entropy: Box<dyn Entropy>,
+    actions: Vec<Action>,
+    generation: i64,
+    routing_dirty: bool,
+    /// Publish without waiting for the next tick (the cluster key or the
+    /// map changed: writes must stop or start at once).
+    urgent: bool,
+    blocked: bool,
+    peers_generation: u64,
+    peers_signature: Vec<PeerInfo>,
+    rebalance_generation: u64,
+    last_rebalance_ms: u64,
+    seeds_connected: bool,
+}
+
+impl ClusterNode {
+    /// A node starting up. `versions[ns]` are its partition versions as
+    /// its storage left them (NULL where it has no data).
+    pub fn new(
+        config: Config,
+        versions: Vec<Vec<Version>>,
+        metadata: Vec<Item>,
+        entropy: Box<dyn Entropy>,
+        now_ms: u64,
+    ) -> ClusterNode {
+        assert_eq!(versions.len(), config.namespaces.len());
+        let timing = Timing::new(
+            config.heartbeat_interval_ms,
+            config.heartbeat_timeout,
+            config.fabric_latency_max_ms,
+        );
+        let identity = Identity {
+            node: config.node,
+            cluster_name: config.cluster_name.clone(),
+            boot_id: config.boot_id,
+            heartbeat: config.heartbeat.clone(),
+            fabric: config.fabric.clone(),
+            service: config.service.clone(),
+            seeds: config.seeds.clone(),
+            namespaces: config
+                .namespaces
+                .iter()
+                .map(|ns| NamespaceSummary {
+                    name: ns.name.clone(),
+                    replication_factor: ns.replication_factor.min(255) as u8,
+                })
+                .collect(),
+            min_cluster_size: config.min_cluster_size,
+        };
+        let namespaces = config
+            .namespaces
+            .iter()
+            .zip(versions)
+            .map(|(ns, versions)| {
+                NamespaceState::new(
+                    ns.name.clone(),
+                    ns.replication_factor,
+                    ns.conflict_policy,
+                    versions,
+                )
+            })
+            .collect();
+        ClusterNode {
+            membership: Membership::new(identity, timing, now_ms),
+            namespaces,
+            exchange: None,
+            plan_members: vec![config.node],
+            plan_key: 0,
+            plan_fabric: vec![config.fabric.clone()],
+            metadata: Metadata::new(metadata),
+            entropy,
+            actions: Vec::new(),
+            generation: -1,
+            routing_dirty: true,
+            urgent: false,
+            blocked: false,
+            peers_generation: 0,
+            peers_signature: Vec::new(),
+            rebalance_generation: 0,
+            last_rebalance_ms: now_ms,
+            seeds_connected: false,
+        }
+    }
+
+    pub fn node(&self) -> NodeId {
+        self.membership.node()
+    }
+
+    pub fn timing(&self) -> Timing {
+        self.membership.timing
+    }
+
+    /// The actions produced so far, in order.
+    pub fn take_actions(&mut self) -> Vec<Action> {
+        std::mem::take(&mut self.actions)
+    }
+
+    fn log(&mut self, level: Level, line: String) {
+        self.actions.push(Action::Log(level, line));
+    }
+
+    fn send(&mut self, to: NodeId, message: Message) {
+        let Some(endpoint) = self.endpoint_of(to) else {
+            return;
+        };
+        let envelope = Envelope {
+            from: self.node(),
+            message,
+        };
+        self.actions.push(Action::Send {
+            to,
+            endpoint,
+            envelope,
+        });
+    }
+
+    fn endpoint_of(&self, node: NodeId) -> Option<Endpoint> {
+        self.membership
+            .peers
+            .get(&node)
+            .map(|peer| peer.pulse.heartbeat.clone())
+    }
+
+    /// Advances time: pulses, clustering, retransmits.
+    pub fn tick(&mut self, now_ms: u64, clock_ms: u64) {
+        if !self.seeds_connected {
+            self.seeds_connected = true;
+            for seed in self.membership.identity.seeds.clone() {
+                if seed != self.membership.identity.heartbeat {
+                    self.membership.connected.insert(seed.clone());
+                    self.actions.push(Action::Connect(seed));
+                }
+            }
+        }
+        if self.membership.pulse_due(now_ms) {
+            let pulse = self.membership.pulse(now_ms, clock_ms);
+            self.actions.push(Action::Broadcast(Envelope {
+                from: self.node(),
+                message: Message::Pulse(pulse),
+            }));
+        }
+        let mut sends = Vec::new();
+        let mut log = Vec::new();
+        let change = self
+            .membership
+            .tick(now_ms, self.entropy.as_mut(), &mut sends, &mut log);
+        self.flush_membership(sends, log);
+        if let Some(change) = change {
+            self.on_change(change, now_ms);
+        }
+        self.exchange_retransmit(now_ms);
+        let mut effects = Effects::default();
+        for (index, ns) in self.namespaces.iter_mut().enumerate() {
+            ns.resend_signals(index, now_ms, &mut effects);
+        }
+        self.apply_effects(effects);
+        self.check_orphan_block(now_ms);
+        for endpoint in self.membership.forget_old_peers(now_ms) {
+            self.actions.push(Action::Disconnect(endpoint));
+        }
+        self.update_peers();
+        self.publish_if_dirty();
+    }
+
+    /// Takes a message from another node.
+    pub fn receive(&mut self, envelope: Envelope, now_ms: u64) {
+        let from = envelope.from;
+        match envelope.message {
+            Message::Pulse(pulse) => {
+                let before = self.membership.connected.clone();
+                let mut log = Vec::new();
+                self.membership.on_pulse(from, pulse, now_ms, &mut log);
+                for line in log {
+                    self.log(Level::Warn, line);
+                }
+                for endpoint in self.membership.connected.clone() {
+                    if !before.contains(&endpoint) && endpoint != self.membership.identity.heartbeat
+                    {
+                        self.actions.push(Action::Connect(endpoint));
+                    }
+                }
+            }
+            Message::ExchangeData { key, namespaces } => {
+                self.on_exchange_data(from, key, namespaces)
+            }
+            Message::ExchangeCommit { key, members } => {
+                self.on_exchange_commit(from, key, members, now_ms)
+            }
+            Message::AllDone {
+                key,
+                namespace,
+                pid,
+            } => {
+                if key != self.plan_key || key == 0 {
+                    return;
+                }
+                let Some(index) = self.namespaces.iter().position(|ns| ns.name == namespace) else {
+                    return;
+                };
+                let mut effects = Effects::default();
+                let ack = self.namespaces[index].all_done(index, usize::from(pid), &mut effects);
+                self.apply_effects(effects);
+                if ack {
+                    self.send(
+                        from,
+                        Message::AllDoneAck {
+                            key,
+                            namespace,
+                            pid,
+                        },
+                    );
+                }
+            }
+            Message::AllDoneAck {
+                key,
+                namespace,
+                pid,
+            } => {
+                if key != self.plan_key {
+                    return;
+                }
+                let member = self.member_of(from);
+                if let (Some(ns), Some(member)) = (
+                    self.namespaces.iter_mut().find(|ns| ns.name == namespace),
+                    member,
+                ) {
+                    ns.all_done_ack(usize::from(pid), member);
+                }
+            }
+            Message::Metadata { items, .. } => {
+                for item in items {
+                    if self.metadata.merge(item.clone()) {
+                        self.actions.push(Action::Metadata(item));
+                    }
+                }
+            }
+            message => {
+                let mut sends = Vec::new();
+                let mut log = Vec::new();
+                let change = self
+                    .membership
+                    .on_message(from, message, now_ms, &mut sends, &mut log);
+                self.flush_membership(sends, log);
+                if let Some(change) = change {
+                    self.on_change(change, now_ms);
+                }
+            }
+        }
+        if self.urgent {
+            self.publish_if_dirty();
+        }
+    }
+
+    /// Takes a report from the data path.
+    pub fn data_event(&mut self, event: DataEvent, now_ms: u64) {
+        let mut effects = Effects::default();
+        let me = self.me();
+        match event {
+            DataEvent::ImmigrationDone {
+                namespace,
+                pid,
+                from,
+                key,
+            } => {
+                let Some(from) = self.member_of(from).filter(|_| key == self.plan_key) else {
+                    return;
+                };
+                let members = self.plan_members.clone();
+                if let Some(ns) = self.namespaces.get_mut(namespace) {
+                    ns.immigration_done(
+                        namespace,
+                        usize::from(pid),
+                        from,
+                        &members,
+                        me,
+                        now_ms,
+                        &mut effects,
+                    );
+                }
+            }
+            DataEvent::EmigrationDone {
+                namespace,
+                pid,
+                to,
+                key,
+            } => {
+                let Some(to) = self.member_of(to).filter(|_| key == self.plan_key) else {
+                    return;
+                };
+                if let Some(ns) = self.namespaces.get_mut(namespace) {
+                    ns.emigration_done(namespace, usize::from(pid), to, me, now_ms, &mut effects);
+                }
+            }
+        }
+        self.apply_effects(effects);
+    }
+
+    /// Sets a cluster-wide metadata item here and sends it to every member.
+    pub fn set_metadata(
+        &mut self,
+        module: &str,
+        key: &str,
+        value: &str,
+        deleted: bool,
+        clock_ms: u64,
+    ) {
+        let item = self.metadata.set(module, key, value, deleted, clock_ms);
+        self.actions.push(Action::Metadata(item.clone()));
+        for member in self.membership.succession.clone() {
+            if member != self.node() {
+                self.send(
+                    member,
+                    Message::Metadata {
+                        items: vec![item.clone()],
+                        reply: false,
+                    },
+                );
+            }
+        }
+    }
+
+    pub fn metadata(&self) -> impl Iterator<Item = &Item> {
+        self.metadata.items()
+    }
+
+    fn me(&self) -> Member {
+        self.member_of(self.node()).unwrap_or(0)
+    }
+
+    fn member_of(&self, node: NodeId) -> Option<Member> {
+        self.plan_members
+            .iter()
+            .position(|&m| m == node)
+            .map(|index| index as Member)
+    }
+
+    fn flush_membership(&mut self, sends: Vec<(NodeId, Message)>, log: Vec<String>) {
+        for line in log {
+            self.log(Level::Info, line);
+        }
+        for (to, message) in sends {
+            self.send(to, message);
+        }
+    }
+
+    fn on_change(&mut self, change: Change, now_ms: u64) {
+        self.routing_dirty = true;
+        self.urgent = true;
+        match change {
+            Change::Orphaned => {
+                self.exchange = None;
+            }
+            Change::Committed { key, succession } => {
+                let mine = self.my_versions();
+                let principal = succession[0];
+                self.log(
+                    Level::Info,
+                    format!("data exchange started with cluster key {key:x}"),
+                );
+                let mut exchange = Exchange {
+                    key,
+                    succession,
+                    mine: mine.clone(),
+                    received: BTreeMap::new(),
+                    commit: None,
+                    applied: false,
+                    last_sent_ms: now_ms,
+                };
+                if principal == self.node() {
+                    exchange.received.insert(self.node(), mine);
+                    self.exchange = Some(exchange);
+                    self.try_commit_exchange(now_ms);
+                } else {
+                    self.exchange = Some(exchange);
+                    self.send(
+                        principal,
+                        Message::ExchangeData {
+                            key,
+                            namespaces: mine,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn my_versions(&self) -> Vec<NamespaceVersions> {
+        self.namespaces
+            .iter()
+            .map(|ns| NamespaceVersions {
+                name: ns.name.clone(),
+                replication_factor: ns.replication_factor.min(255) as u8,
+                versions: ns.versions.clone(),
+            })
+            .collect()
+    }
+
+    fn exchange_retransmit(&mut self, now_ms: u64) {
+        let interval = self.membership.timing.interval;
+        let Some(exchange) = &mut self.exchange else {
+            return;
+        };
+        if exchange.applied || now_ms < exchange.last_sent_ms + interval {
+            return;
+        }
+        exchange.last_sent_ms = now_ms;
+        let principal = exchange.succession[0];
+        if principal == self.membership.node() {
+            return;
+        }
+        let message = Message::ExchangeData {
+            key: exchange.key,
+            namespaces: exchange.mine.clone(),
+        };
+        self.send(principal, message);
+    }
+
+    fn on_exchange_data(&mut self, from: NodeId, key: u64, namespaces: Vec<NamespaceVersions>) {
+        let me = self.node();
+        let Some(exchange) = &mut self.exchange else {
+            return;
+        };
+        if exchange.key != key
+            || exchange.succession[0] != me
+            || !exchange.succession.contains(&from)
+        {
+            return;
+        }
+        if let Some(commit) = &exchange.commit {
+            // It missed the commit: send it again.
+            let message = Message::ExchangeCommit {
+                key,
+                members: commit.clone(),
+            };
+            self.send(from, message);
+            return;
+        }
+        exchange.received.insert(from, namespaces);
+        let now_ms = exchange.last_sent_ms;
+        self.try_commit_exchange(now_ms);
+    }
+
+    /// (Principal) once every member's versions are in, commits them all.
+    fn try_commit_exchange(&mut self, now_ms: u64) {
+        let Some(exchange) = &mut self.exchange else {
+            return;
+        };
+        if exchange.commit.is_some()
+            || !exchange
+                .succession
+                .iter()
+                .all(|node| exchange.received.contains_key(node))
+        {
+            return;
+        }
+        let members: Vec<(NodeId, Vec<NamespaceVersions>)> = exchange
+            .succession
+            .iter()
+            .map(|node| {
+                (
+                    *node,
+                    exchange.received.get(node).cloned().unwrap_or_default(),
+                )
+            })
+            .collect();
+        exchange.commit = Some(members.clone());
+        let key = exchange.key;
+        let others: Vec<NodeId> = exchange
+            .succession
+            .iter()
+            .copied()
+            .filter(|&node| node != self.membership.node())
+            .collect();
+        for node in others {
+            self.send(
+                node,
+                Message::ExchangeCommit {
+                    key,
+                    members: members.clone(),
+                },
+            );
+        }
+        let me = self.node();
+        self.on_exchange_commit(me, key, members, now_ms);
+    }
+
+    fn on_exchange_commit(
+        &mut self,
+        from: NodeId,
+        key: u64,
+        members: Vec<(NodeId, Vec<NamespaceVersions>)>,
+        now_ms: u64,
+    ) {
+        let Some(exchange) = &self.exchange else {
+            return;
+        };
+        if exchange.key != key || exchange.applied || exchange.succession[0] != from {
+            return;
+        }
+        let succession = exchange.succession.clone();
+        let listed: Vec<NodeId> = members.iter().map(|(node, _)| *node).collect();
+        if listed != succession {
+            self.log(
+                Level::Warn,
+                format!("exchange commit for {key:x} lists other members; ignored"),
+            );
+            return;
+        }
+        // Every member must hold every namespace with the same RF.
+        let mut per_namespace: Vec<Vec<Vec<Version>>> = vec![Vec::new(); self.namespaces.len()];
+        for (node, namespaces) in &members {
+            for (index, ns) in self.namespaces.iter().enumerate() {
+                match namespaces.iter().find(|theirs| theirs.name == ns.name) {
+                    Some(theirs)
+                        if usize::from(theirs.replication_factor)
+                            == ns.replication_factor.min(255) =>
+                    {
+                        per_namespace[index].push(theirs.versions.clone());
+                    }
+                    _ => {
+                        let line = format!(
+                            "node {node:x} has unmatched namespace '{}' or replication factor; exchange {key:x} abandoned",
+                            ns.name
+                        );
+                        self.log(Level::Warn, line);
+                        return;
+                    }
+                }
+            }
+        }
+        if let Some(exchange) = &mut self.exchange {
+            exchange.applied = true;
+        }
+        self.rebalance(key, succession, per_namespace, now_ms);
+    }
+
+    fn rebalance(
+        &mut self,
+        key: u64,
+        succession: Vec<NodeId>,
+        versions: Vec<Vec<Vec<Version>>>,
+        now_ms: u64,
+    ) {
+        let previous = std::mem::replace(&mut self.plan_members, succession.clone());
+        self.plan_key = key;
+        self.plan_fabric = succession
+            .iter()
+            .map(|&node| {
+                if node == self.node() {
+                    self.membership.identity.fabric.clone()
+                } else {
+                    self.membership
+                        .peers
+                        .get(&node)
+                        .map(|peer| peer.pulse.fabric.clone())
+                        .unwrap_or_else(|| self.membership.identity.fabric.clone())
+                }
+            })
+            .collect();
+        let me = self.me();
+        let orders = PartitionOrders::compute(&succession);
+        let mut effects = Effects::default();
+        for (index, versions) in versions.into_iter().enumerate() {
+            let ns = &mut self.namespaces[index];
+            let plan = plan::plan_namespace(key, ns.replication_factor, &orders, &versions);
+            ns.apply_plan(index, plan, &succession, me, now_ms, &mut effects);
+        }
+        self.rebalance_generation += 1;
+        self.last_rebalance_ms = now_ms;
+        self.blocked = false;
+        let joined: Vec<NodeId> = succession
+            .iter()
+            .copied()
+            .filter(|n| !previous.contains(n))
+            .collect();
+        let left: Vec<NodeId> = previous
+            .iter()
+            .copied()
+            .filter(|n| !succession.contains(n))
+            .collect();
+        self.log(
+            Level::Info,
+            format!("data exchange completed with cluster key {key:x}"),
+        );
+        let mut line = format!(
+            "CLUSTER SIZE = {} (cluster key {key:x}, principal {:x}, members {})",
+            succession.len(),
+            succession[0],
+            membership::list(&succession)
+        );
+        if !joined.is_empty() {
+            line.push_str(&format!("; joined: {}", membership::list(&joined)));
+        }
+        if !left.is_empty() {
+            line.push_str(&format!("; left: {}", membership::list(&left)));
+        }
+        self.log(Level::Info, line);
+        let mut lines = Vec::new();
+        for ns in &self.namespaces {
+            let status = namespace_status(ns, me);
+            lines.push(format!(
+                "{{{}}} rebalanced: replication factor {}, expected migrations ({},{},{}) fresh-partitions {}",
+                ns.name,
+                ns.plan.as_ref().map_or(0, |p| p.n_replicas),
+                status.tx_remaining,
+                status.rx_remaining,
+                status.signals_remaining,
+                status.fresh_partitions
+            ));
+        }
+        for line in lines {
+            self.log(Level::Info, line);
+        }
+        self.apply_effects(effects);
+        // Every member sends every metadata item it has to every other.
+        let items: Vec<Item> = self.metadata.items().cloned().collect();
+        if !items.is_empty() {
+            let me = self.node();
+            for member in succession.into_iter().filter(|&m| m != me) {
+                self.send(
+                    member,
+                    Message::Metadata {
+                        items: items.clone(),
+                        reply: false,
+                    },
+                );
+            }
+        }
+        self.routing_dirty = true;
+        self.urgent = true;
+    }
+
+    fn apply_effects(&mut self, effects: Effects) {
+        if effects.claims_changed {
+            self.routing_dirty = true;
+        }
+        for emigration in effects.emigrations {
+            self.actions.push(Action::Emigrate(emigration));
+        }
+        for (namespace, pid) in effects.drops {
+            self.actions.push(Action::Drop { namespace, pid });
+            self.routing_dirty = true;
+        }
+        for (to, index, pid) in effects.signals {
+            let Some(&node) = self.plan_members.get(usize::from(to)) else {
+                continue;
+            };
+            let message = Message::AllDone {
+                key: self.plan_key,
+                namespace: self.namespaces[index].name.clone(),
+                pid,
+            };
+            self.send(node, message);
+        }
+    }
+
+    /// An orphan serves its last map for a while, then nothing.
+    fn check_orphan_block(&mut self, now_ms: u64) {
+        let blocked = self
+            .membership
+            .orphan_since_ms
+            .is_some_and(|since| now_ms >= since + self.membership.timing.orphan_block)
+            && self.plan_key != 0;
+        if blocked && !self.blocked {
+            self.log(
+                Level::Warn,
+                "blocking client transactions in orphan state!".to_owned(),
+            );
+            self.blocked = true;
+            self.routing_dirty = true;
+            self.urgent = true;
+        }
+    }
+
+    fn update_peers(&mut self) {
+        let me = self.node();
+        let peers: Vec<PeerInfo> = self
+            .membership
+            .succession
+            .iter()
+            .filter(|&&node| node != me)
+            .filter_map(|node| {
+                self.membership.peers.get(node).map(|peer| PeerInfo {
+                    node: *node,
+                    service: peer.pulse.service.clone(),
+                    fabric: peer.pulse.fabric.clone(),
+                })
+            })
+            .collect();
+        if peers != self.peers_signature {
+            self.peers_signature = peers;
+            self.peers_generation += 1;
+        }
+    }
+
+    fn publish_if_dirty(&mut self) {
+        if !self.routing_dirty {
+            return;
+        }
+        self.routing_dirty = false;
+        self.urgent = false;
+        if self.plan_key != 0 {
+            self.generation += 1;
+        }
+        let me = self.me();
+        let routing = Routing {
+            key: self.plan_key,
+            cluster_key: self.membership.key,
+            generation: self.generation,
+            members: self.plan_members.clone(),
+            me,
+            namespaces: self
+                .namespaces
+                .iter()
+                .map(|ns| ns.routing(me, self.blocked))
+                .collect(),
+            fabric: self.plan_fabric.clone(),
+        };
+        self.actions.push(Action::Publish(Arc::new(routing)));
+    }
+
+    /// The figures `statistics` and the cluster info commands report.
+    pub fn status(&self, now_ms: u64) -> Status {
+        let me = self.me();
+        let membership = &self.membership;
+        let namespaces: Vec<NamespaceStatus> = self
+            .namespaces
+            .iter()
+            .map(|ns| namespace_status(ns, me))
+            .collect();
+        let remaining = namespaces
+            .iter()
+            .map(|ns| ns.tx_remaining + ns.rx_remaining)
+            .sum();
+        Status {
+            node: self.node(),
+            cluster_size: if self.blocked {
+                0
+            } else {
+                membership.succession.len()
+            },
+            cluster_key: membership.key,
+            cluster_generation: membership.cluster_generation,
+            principal: membership.principal().unwrap_or(0),
+            integrity: membership.integrity && !membership.is_orphan(),
+            is_member: !membership.is_orphan(),
+            migrate_allowed: self.plan_key != 0 && self.plan_key == membership.key,
+            migrate_partitions_remaining: remaining,
+            succession: membership.succession.clone(),
+            peers: self.peers_signature.clone(),
+            peers_generation: self.peers_generation,
+            heartbeat_nodes: membership.alive(now_ms).count(),
+            heartbeat_received_self: membership.received_self,
+            heartbeat_received_foreign: membership.received_foreign,
+            rebalance_generation: self.rebalance_generation,
+            last_rebalance_ms: self.last_rebalance_ms,
+            orphan_blocked: self.blocked,
+            namespaces,
+            pending_sample: self.pending_sample(20),
+        }
+    }
+
+    /// Up to `limit` partitions with work left, described.
+    pub fn pending_sample(&self, limit: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for ns in &self.namespaces {
+            for (pid, local) in ns.local.iter().enumerate() {
+                if out.len() >= limit {
+                    return out;
+                }
+                let busy = !local.sources.is_empty()
+                    || local.fill_from.is_some()
+                    || !local.emigrating.is_empty()
+                    || !local.signals.is_empty()
+                    || local.awaiting_all_done
+                    || !local.fills_pending.is_empty();
+                if busy {
+                    out.push(format!(
+                        "{}:{pid} version {} master {} sources {:?} fill_from {:?} emigrating {:?} fills {:?} signals {:?} awaiting {}",
+                        ns.name,
+                        ns.versions[pid],
+                        local.master,
+                        local.sources,
+                        local.fill_from,
+                        local.emigrating,
+                        local.fills_pending,
+                        local.signals,
+                        local.awaiting_all_done
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// This node's version of every partition of namespace `index`.
+    pub fn versions(&self, index: usize) -> &[Version] {
+        &self.namespaces[index].versions
+    }
+
+    /// The local state of one partition (tests, the simulator).
+    pub fn local(&self, index: usize, pid: usize) -> &crate::partitions::Local {
+        &self.namespaces[index].local[pid]
+    }
+
+    pub fn plan_key(&self) -> u64 {
+        self.plan_key
+    }
+
+    pub fn cluster_key(&self) -> u64 {
+        self.membership.key
+    }
+
+    pub fn succession(&self) -> &[NodeId] {
+        &self.membership.succession
+    }
+}
+
+fn namespace_status(ns: &NamespaceState, me: Member) -> NamespaceStatus {
+    let (tx, rx, signals) = ns.remaining(me);
+    NamespaceStatus {
+        tx_remaining: tx,
+        rx_remaining: rx,
+        signals_remaining: signals,
+        tx_initial: ns.counts.tx_initial,
+        rx_initial: ns.counts.rx_initial,
+        signals_initial: ns.counts.signals_initial,
+        fresh_partitions: ns.counts.fresh_partitions,
+    }
+}
+
+/// NULL versions for a node that holds nothing.
+pub fn empty_versions() -> Vec<Version> {
+    vec![Version::NULL; PARTITION_COUNT]
+}

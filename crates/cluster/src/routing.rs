@@ -1,0 +1,248 @@
+//! What the data path reads: for every namespace and partition, whether
+//! this node serves reads and writes, who the working master is, where
+//! replica writes go, and the `replicas` bitmaps clients read. The cluster
+//! state machine publishes a new [`Routing`] after every change; requests
+//! read the current one without locks.
+
+use crate::NodeId;
+use bolide_types::PARTITION_COUNT;
+
+/// Largest cluster (member indices fit in a u64 mask).
+pub const CLUSTER_SIZE_MAX: usize = 64;
+/// Most replica-write destinations of one partition (RF 8).
+pub const DESTINATIONS_MAX: usize = 7;
+/// Bytes of one `replicas` bitmap (4096 bits).
+pub const BITMAP_BYTES: usize = PARTITION_COUNT / 8;
+
+/// Route flags.
+pub mod flag {
+    /// This node is the working master: writes are applied here.
+    pub const WRITE: u8 = 1;
+    /// This node has the partition's complete data: reads are served here.
+    pub const READ: u8 = 2;
+    /// The partition may be handed to another master: writes go through
+    /// its gate (see `Gates`).
+    pub const GATED: u8 = 4;
+    /// Nobody serves it from here (no partition map yet, or an orphan past
+    /// its grace): answer "unavailable".
+    pub const UNAVAILABLE: u8 = 8;
+}
+
+/// How this node handles one partition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Route {
+    pub flags: u8,
+    /// Member index of the working master, as far as this node knows.
+    pub master: u8,
+    /// Member index of the final master (where writes go during a handoff).
+    pub final_master: u8,
+    /// Where this node's writes of the partition must also be applied
+    /// (member indices, `destination_count` used): the replicas and the
+    /// working master, other than this node. Set whatever this node's role,
+    /// so a write retried after a change goes to the current copies.
+    pub destination_count: u8,
+    pub destinations: [u8; DESTINATIONS_MAX],
+    /// Members whose migrations of this partition this node takes now.
+    pub immigrate_from: u64,
+    /// (Working master) members whose copy of a record must be fetched and
+    /// resolved before the record is written: copies not merged yet.
+    pub duplicates: u64,
+}
+
+impl Route {
+    #[inline]
+    pub fn writes_here(&self) -> bool {
+        self.flags & flag::WRITE != 0
+    }
+    #[inline]
+    pub fn reads_here(&self) -> bool {
+        self.flags & flag::READ != 0
+    }
+    #[inline]
+    pub fn unavailable(&self) -> bool {
+        self.flags & flag::UNAVAILABLE != 0
+    }
+    #[inline]
+    pub fn gated(&self) -> bool {
+        self.flags & flag::GATED != 0
+    }
+    #[inline]
+    pub fn resolves_duplicates(&self) -> bool {
+        self.duplicates != 0
+    }
+
+    pub fn destinations(&self) -> &[u8] {
+        &self.destinations[..usize::from(self.destination_count)]
+    }
+}
+
+/// How conflicting copies of a record are resolved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConflictPolicy {
+    /// The higher generation wins; equal generations, the later update.
+    #[default]
+    Generation,
+    /// The later update wins; equal times, the higher generation.
+    LastUpdateTime,
+}
+
+/// One namespace's routes and claims.
+#[derive(Clone, Debug)]
+pub struct NamespaceRouting {
+    pub name: String,
+    pub replication_factor: usize,
+    /// Effective replication factor (columns of `replicas`).
+    pub n_replicas: usize,
+    pub conflict_policy: ConflictPolicy,
+    pub routes: Vec<Route>,
+    /// This node's claims per `replicas` column, MSB-first bitmaps.
+    pub claims: Vec<[u8; BITMAP_BYTES]>,
+}
+
+impl NamespaceRouting {
+    #[inline]
+    pub fn route(&self, pid: usize) -> Route {
+        self.routes.get(pid).copied().unwrap_or(Route {
+            flags: flag::UNAVAILABLE,
+            ..Route::default()
+        })
+    }
+}
+
+/// The routing of every namespace, as one snapshot.
+#[derive(Clone, Debug)]
+pub struct Routing {
+    /// Key of the partition map in force (0: none yet).
+    pub key: u64,
+    /// The committed cluster key now. Writes wait while it differs from
+    /// `key` (an exchange is running).
+    pub cluster_key: u64,
+    /// `partition-generation`: -1 until the first balance, then bumped on
+    /// every change of this node's claims.
+    pub generation: i64,
+    /// Member index → node id, for the map in force.
+    pub members: Vec<NodeId>,
+    /// This node's member index.
+    pub me: u8,
+    pub namespaces: Vec<NamespaceRouting>,
+    /// Member index → fabric endpoint.
+    pub fabric: Vec<crate::message::Endpoint>,
+}
+
+impl Routing {
+    /// Before any cluster forms: nothing is served (clients get 11 and see
+    /// partition-generation -1).
+    pub fn unformed(me: NodeId, namespaces: &[(String, usize, ConflictPolicy)]) -> Routing {
+        Routing {
+            key: 0,
+            cluster_key: 0,
+            generation: -1,
+            members: vec![me],
+            me: 0,
+            fabric: Vec::new(),
+            namespaces: namespaces
+                .iter()
+                .map(|(name, rf, policy)| NamespaceRouting {
+                    name: name.clone(),
+                    replication_factor: *rf,
+                    n_replicas: 1,
+                    conflict_policy: *policy,
+                    routes: vec![
+                        Route {
+                            flags: flag::UNAVAILABLE,
+                            ..Route::default()
+                        };
+                        PARTITION_COUNT
+                    ],
+                    claims: vec![[0u8; BITMAP_BYTES]],
+                })
+                .collect(),
+        }
+    }
+
+    /// A node that is its own cluster and serves everything (a standalone
+    /// node, and tests below the cluster layer).
+    pub fn standalone(me: NodeId, namespaces: &[(String, usize, ConflictPolicy)]) -> Routing {
+        let mut routing = Routing::unformed(me, namespaces);
+        routing.key = 1;
+        routing.cluster_key = 1;
+        routing.generation = 0;
+        for ns in &mut routing.namespaces {
+            for route in &mut ns.routes {
+                *route = Route {
+                    flags: flag::WRITE | flag::READ,
+                    ..Route::default()
+                };
+            }
+            ns.claims = vec![[0xFF; BITMAP_BYTES]];
+        }
+        routing
+    }
+
+    pub fn member(&self, index: u8) -> Option<NodeId> {
+        self.members.get(usize::from(index)).copied()
+    }
+
+    pub fn member_index(&self, node: NodeId) -> Option<u8> {
+        self.members
+            .iter()
+            .position(|&m| m == node)
+            .map(|i| i as u8)
+    }
+
+    pub fn namespace(&self, name: &str) -> Option<&NamespaceRouting> {
+        self.namespaces.iter().find(|ns| ns.name == name)
+    }
+
+    /// Whether writes may be acknowledged under this map now.
+    #[inline]
+    pub fn settled(&self) -> bool {
+        self.key != 0 && self.key == self.cluster_key
+    }
+}
+
+/// Sets bit `pid` of an MSB-first bitmap.
+pub fn set_bit(bitmap: &mut [u8; BITMAP_BYTES], pid: usize) {
+    if let Some(byte) = bitmap.get_mut(pid >> 3) {
+        *byte |= 0x80 >> (pid & 7);
+    }
+}
+
+/// Per partition, a gate a handoff closes: while it is closed the working
+/// master takes no new write of the partition, and the handoff waits until
+/// the writes under way (counted here) have reached their copies.
+#[derive(Debug, Default)]
+pub struct Gate {
+    pub closed: std::sync::atomic::AtomicBool,
+    pub inflight: std::sync::atomic::AtomicU32,
+}
+
+/// The gates of every namespace's partitions.
+#[derive(Debug)]
+pub struct Gates {
+    namespaces: Vec<Box<[Gate]>>,
+}
+
+impl Gates {
+    pub fn new(namespaces: usize) -> Gates {
+        Gates {
+            namespaces: (0..namespaces)
+                .map(|_| (0..PARTITION_COUNT).map(|_| Gate::default()).collect())
+                .collect(),
+        }
+    }
+
+    pub fn gate(&self, namespace: usize, pid: usize) -> Option<&Gate> {
+        self.namespaces.get(namespace)?.get(pid)
+    }
+
+    /// Opens every gate (a new map: no handoff is under way).
+    pub fn open_all(&self) {
+        for gates in &self.namespaces {
+            for gate in gates.iter() {
+                gate.closed
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+}

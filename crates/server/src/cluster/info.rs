@@ -1,0 +1,283 @@
+//! The cluster's info commands and statistics, in Aerospike's formats:
+//! what smart clients poll to learn the nodes (`peers-clear-std`,
+//! `peers-generation`, `services`) and the partition map
+//! (`partition-generation`, `replicas`), what tools ask
+//! (`cluster-stable`, `statistics`, `namespace/NS`).
+
+use crate::node::Node;
+use base64::Engine;
+use bolide_cluster::message::Endpoint;
+use bolide_wire::info::InfoCommand;
+use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// `partition-generation`: -1 until the first map, then bumped with
+/// every change of this node's claims.
+pub fn partition_generation(node: &Node) -> String {
+    node.cluster.routing.load().generation.to_string()
+}
+
+/// `replicas` (`ns:regime,count,col0,...`), `replicas-all`
+/// (`ns:count,...`) and `replicas-master` (`ns:col0`).
+pub fn replicas(
+    node: &Node,
+    command: &InfoCommand<'_>,
+    with_regime: bool,
+    with_count: bool,
+) -> String {
+    let routing = node.cluster.routing.load();
+    let max = command
+        .param("max")
+        .and_then(|max| max.parse::<usize>().ok())
+        .unwrap_or(usize::MAX);
+    let encoder = &base64::engine::general_purpose::STANDARD;
+    let mut text = String::new();
+    for (index, ns) in routing.namespaces.iter().enumerate() {
+        if index > 0 {
+            text.push(';');
+        }
+        let columns = if with_count {
+            ns.claims.len().min(max).max(1)
+        } else {
+            1
+        };
+        let _ = write!(text, "{}:", ns.name);
+        if with_regime {
+            text.push_str("0,");
+        }
+        if with_count {
+            let _ = write!(text, "{columns},");
+        }
+        for column in 0..columns {
+            if column > 0 {
+                text.push(',');
+            }
+            match ns.claims.get(column) {
+                Some(bitmap) => text.push_str(&encoder.encode(bitmap)),
+                None => {
+                    text.push_str(&encoder.encode([0u8; bolide_cluster::routing::BITMAP_BYTES]))
+                }
+            }
+        }
+    }
+    text
+}
+
+/// `replicas-max`: the columns each namespace has.
+pub fn replicas_max(node: &Node) -> String {
+    let routing = node.cluster.routing.load();
+    routing
+        .namespaces
+        .iter()
+        .map(|ns| format!("{}:{}", ns.name, ns.n_replicas))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+fn host_port(endpoint: &Endpoint, default_port: u16) -> String {
+    let host = if endpoint.host.contains(':') {
+        format!("[{}]", endpoint.host)
+    } else {
+        endpoint.host.clone()
+    };
+    if endpoint.port == default_port {
+        host
+    } else {
+        format!("{host}:{}", endpoint.port)
+    }
+}
+
+/// `peers-clear-std`: `gen,3000,[[NODE,,[host[:port],...]],...]`, the other
+/// members of this node's cluster.
+pub fn peers(node: &Node) -> String {
+    let status = node.cluster.status();
+    let mut text = format!("{},3000,[", status.peers_generation);
+    for (index, peer) in status.peers.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        let hosts: Vec<String> = peer.service.iter().map(|e| host_port(e, 3000)).collect();
+        let _ = write!(text, "[{:X},,[{}]]", peer.node, hosts.join(","));
+    }
+    text.push(']');
+    text
+}
+
+/// `services`: the other members' `host:port`, `;`-separated.
+pub fn services(node: &Node) -> String {
+    let status = node.cluster.status();
+    status
+        .peers
+        .iter()
+        .flat_map(|peer| peer.service.iter())
+        .map(|endpoint| format!("{}:{}", endpoint.host, endpoint.port))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// `cluster-stable[:size=N;ignore-migrations=BOOL;namespace=NS]`: the
+/// cluster key when the cluster is settled (no exchange running, and,
+/// unless migrations are ignored, none remaining), else `ERROR:7:...`.
+pub fn cluster_stable(node: &Node, command: &InfoCommand<'_>) -> String {
+    let status = node.cluster.status();
+    if let Some(size) = command.param("size") {
+        if size.len() > 3 {
+            return "ERROR:4:'size' value too long".to_owned();
+        }
+        let Ok(size) = size.parse::<usize>() else {
+            return "ERROR:4:bad size".to_owned();
+        };
+        if size != status.cluster_size {
+            return "ERROR:7:cluster not specified size".to_owned();
+        }
+    }
+    let ignore_migrations = match command.param("ignore-migrations") {
+        None => false,
+        Some("true") => true,
+        Some("false") => false,
+        Some(_) => return "ERROR:4:bad ignore migrations".to_owned(),
+    };
+    let namespace = match command.param("namespace") {
+        None => None,
+        Some(name) => match node.store.namespace_index(name.as_bytes()) {
+            Some((index, _)) => Some(index),
+            None => return "ERROR:20:namespace not found".to_owned(),
+        },
+    };
+    if !status.is_member || !status.migrate_allowed || status.cluster_key == 0 {
+        return "ERROR:7:unstable cluster".to_owned();
+    }
+    if !ignore_migrations {
+        let remaining = status
+            .namespaces
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| namespace.is_none_or(|ns| ns == *index))
+            .any(|(_, ns)| ns.tx_remaining + ns.rx_remaining + ns.signals_remaining > 0);
+        if remaining {
+            return "ERROR:7:unstable cluster".to_owned();
+        }
+    }
+    format!("{:X}", status.cluster_key)
+}
+
+/// The cluster's part of `statistics`.
+pub fn statistics(node: &Node, text: &mut String) {
+    let status = node.cluster.status();
+    let counters = &node.cluster.counters;
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Relaxed);
+    let since_rebalance =
+        crate::cluster::monotonic_ms().saturating_sub(status.last_rebalance_ms) / 1000;
+    let _ = write!(
+        text,
+        "cluster_size={};cluster_key={:X};cluster_generation={};cluster_principal={:X};\
+         cluster_min_compatibility_id=1;cluster_max_compatibility_id=1;\
+         cluster_integrity={};cluster_is_member={};cluster_duplicate_nodes=null;\
+         cluster_clock_skew_stop_writes_sec=0;cluster_clock_skew_ms=0;cluster_clock_skew_outliers=null;\
+         cluster_name={};paxos_principal={:X};migrate_allowed={};migrate_partitions_remaining={};\
+         time_since_rebalance={since_rebalance};rebalance_generation={};\
+         heartbeat_received_self={};heartbeat_received_foreign={};heartbeat_nodes={};\
+         heartbeat_connections_opened={};heartbeat_connections_closed={};heartbeat_bad_frames={};\
+         fabric_connections_opened={};fabric_connections_closed={};fabric_bad_frames={};\
+         proxy_in_progress={};client_proxy_complete={};client_proxy_error={};client_proxy_timeout={};\
+         from_proxy_complete={};from_proxy_redirect={};\
+         replica_writes_sent={};replica_writes_received={};replica_writes_refused={};replica_write_timeouts={};\
+         dup_res_fetches={};migrate_records_transmitted={};migrate_record_receives={};migrate_records_applied={};\
+         migrate_records_skipped={};migrate_partitions_sent={};migrate_partitions_received={};tombstones_raided={}",
+        status.cluster_size,
+        status.cluster_key,
+        status.cluster_generation,
+        status.principal,
+        status.integrity,
+        status.is_member,
+        node.config.cluster_name,
+        status.principal,
+        status.migrate_allowed,
+        status.migrate_partitions_remaining,
+        status.rebalance_generation,
+        status.heartbeat_received_self,
+        status.heartbeat_received_foreign,
+        status.heartbeat_nodes,
+        load(&counters.heartbeat_connections_opened),
+        load(&counters.heartbeat_connections_closed),
+        load(&counters.heartbeat_bad_frames),
+        load(&counters.fabric_connections_opened),
+        load(&counters.fabric_connections_closed),
+        load(&counters.fabric_bad_frames),
+        load(&counters.proxy_in_progress),
+        load(&counters.client_proxy_complete),
+        load(&counters.client_proxy_error),
+        load(&counters.client_proxy_timeout),
+        load(&counters.from_proxy_complete),
+        load(&counters.from_proxy_redirect),
+        load(&counters.replica_writes_sent),
+        load(&counters.replica_writes_received),
+        load(&counters.replica_writes_refused),
+        load(&counters.replica_write_timeouts),
+        load(&counters.dup_res_fetches),
+        load(&counters.migrate_records_transmitted),
+        load(&counters.migrate_records_received),
+        load(&counters.migrate_records_applied),
+        load(&counters.migrate_records_skipped),
+        load(&counters.migrate_partitions_sent),
+        load(&counters.migrate_partitions_received),
+        load(&counters.tombstones_raided),
+    );
+}
+
+/// The cluster's part of `namespace/NS`: records by role and migrations.
+pub fn namespace(node: &Node, index: usize, text: &mut String) {
+    let routing = node.cluster.routing.load();
+    let status = node.cluster.status();
+    let Some(ns) = node.store.namespaces().get(index) else {
+        return;
+    };
+    let (mut master, mut prole, mut non_replica) = (0u64, 0u64, 0u64);
+    let (mut master_tombstones, mut prole_tombstones) = (0u64, 0u64);
+    let mut unavailable = 0u64;
+    let routes = routing.namespaces.get(index);
+    for pid in 0..bolide_types::PARTITION_COUNT {
+        let (records, tombstones) = ns.partition_counts(pid);
+        let route = routes.map(|r| r.route(pid)).unwrap_or_default();
+        if route.unavailable() {
+            unavailable += 1;
+        }
+        if route.writes_here() {
+            master += records as u64;
+            master_tombstones += tombstones as u64;
+        } else if route.reads_here() {
+            prole += records as u64;
+            prole_tombstones += tombstones as u64;
+        } else {
+            non_replica += records as u64;
+        }
+    }
+    let migrations = status.namespaces.get(index).cloned().unwrap_or_default();
+    let n_replicas = routes.map_or(1, |r| r.n_replicas);
+    let _ = write!(
+        text,
+        "ns_cluster_size={};effective_replication_factor={n_replicas};master_objects={master};\
+         prole_objects={prole};non_replica_objects={non_replica};master_tombstones={master_tombstones};\
+         prole_tombstones={prole_tombstones};tombstones={};unavailable_partitions={unavailable};dead_partitions=0;\
+         migrate_tx_partitions_initial={};migrate_tx_partitions_remaining={};\
+         migrate_rx_partitions_initial={};migrate_rx_partitions_remaining={};\
+         migrate_signals_remaining={};migrate_fresh_partitions={};\
+         conflict-resolution-policy={};write-commit-level-override={};tomb-raider-eligible-age={};migrate-sleep={};",
+        routing.members.len(),
+        ns.stats.tombstones.load(Relaxed).max(0),
+        migrations.tx_initial,
+        migrations.tx_remaining,
+        migrations.rx_initial,
+        migrations.rx_remaining,
+        migrations.signals_remaining,
+        migrations.fresh_partitions,
+        if ns.config.conflict_resolution_last_update_time {
+            "last-update-time"
+        } else {
+            "generation"
+        },
+        if ns.config.write_commit_level_master { "master" } else { "off" },
+        ns.config.tomb_raider_eligible_age_seconds,
+        ns.config.migrate_sleep_us,
+    );
+}

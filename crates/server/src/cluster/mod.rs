@@ -1,0 +1,317 @@
+//! The node's side of the cluster: the thread that runs the cluster state
+//! machine over heartbeat connections, the fabric that carries replica
+//! writes, proxies, duplicate resolution and migrations between nodes, and
+//! the routing snapshot every request reads.
+//!
+//! ```text
+//!  cluster thread     heartbeat listener + dialers, ClusterNode (sans-I/O),
+//!                     publishes Routing and Status
+//!  event loops        client connections and fabric request connections;
+//!                     replicate / proxy / resolve as async tasks
+//!  fabric thread      the same remote work for batch rows (blocking callers)
+//!  migrate thread     emigrations and the bulk (migration) connections,
+//!                     at background priority
+//! ```
+
+pub mod fabric;
+pub mod heartbeat;
+pub mod info;
+pub mod migrate;
+pub mod remote;
+
+use crate::config::Config;
+use arc_swap::ArcSwap;
+use bolide_cluster::message::Endpoint;
+use bolide_cluster::metadata::Item;
+use bolide_cluster::node::{DataEvent, NamespaceConfig, Status};
+use bolide_cluster::routing::{ConflictPolicy, Gates};
+use bolide_cluster::{NodeId, Routing};
+use bolide_store::Store;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+/// What the other parts of the node tell the cluster thread.
+#[derive(Debug)]
+pub enum Event {
+    Data(DataEvent),
+    /// Set a cluster-wide metadata item (a truncation, an index
+    /// definition, a UDF module), or mark it deleted.
+    Metadata {
+        module: String,
+        key: String,
+        value: String,
+        deleted: bool,
+    },
+    /// Ask the principal to recompute the cluster now (`recluster:`).
+    Recluster,
+}
+
+/// Fabric and cluster counters (relaxed atomics: statistics).
+#[derive(Default)]
+pub struct Counters {
+    pub client_proxy_complete: AtomicU64,
+    pub client_proxy_error: AtomicU64,
+    pub client_proxy_timeout: AtomicU64,
+    pub from_proxy_complete: AtomicU64,
+    pub from_proxy_redirect: AtomicU64,
+    pub proxy_in_progress: AtomicU64,
+    pub replica_writes_sent: AtomicU64,
+    pub replica_writes_received: AtomicU64,
+    pub replica_writes_refused: AtomicU64,
+    pub replica_write_timeouts: AtomicU64,
+    pub dup_res_fetches: AtomicU64,
+    pub migrate_records_transmitted: AtomicU64,
+    pub migrate_records_received: AtomicU64,
+    pub migrate_records_applied: AtomicU64,
+    pub migrate_partitions_sent: AtomicU64,
+    pub migrate_partitions_received: AtomicU64,
+    pub migrate_records_skipped: AtomicU64,
+    pub fabric_connections_opened: AtomicU64,
+    pub fabric_connections_closed: AtomicU64,
+    pub fabric_bad_frames: AtomicU64,
+    pub heartbeat_connections_opened: AtomicU64,
+    pub heartbeat_connections_closed: AtomicU64,
+    pub heartbeat_bad_frames: AtomicU64,
+    pub tombstones_raided: AtomicU64,
+}
+
+/// The cluster as the rest of the node sees it.
+pub struct ClusterService {
+    pub node_id: NodeId,
+    pub cluster_name: String,
+    /// The routing every request reads (lock-free).
+    pub routing: ArcSwap<Routing>,
+    /// The state machine's figures, refreshed after each of its steps.
+    pub status: Mutex<Status>,
+    pub gates: Arc<Gates>,
+    pub counters: Counters,
+    /// Per namespace: how conflicting copies are resolved.
+    pub policies: Vec<ConflictPolicy>,
+    pub transaction_max_ms: u64,
+    pub migrate_threads: usize,
+    pub migrate_max_num_incoming: usize,
+    /// This node's fabric and heartbeat endpoints, as advertised.
+    pub fabric: Endpoint,
+    pub heartbeat: Endpoint,
+    pub fabric_bind: SocketAddr,
+    pub heartbeat_bind: SocketAddr,
+    /// Client addresses advertised to peers.
+    pub service: Vec<Endpoint>,
+    pub seeds: Vec<Endpoint>,
+    events: mpsc::UnboundedSender<Event>,
+    events_receiver: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
+    pub(crate) migrations: mpsc::UnboundedSender<migrate::Command>,
+    migrations_receiver: Mutex<Option<mpsc::UnboundedReceiver<migrate::Command>>>,
+    pub(crate) blocking: mpsc::UnboundedSender<remote::BlockingJob>,
+    blocking_receiver: Mutex<Option<mpsc::UnboundedReceiver<remote::BlockingJob>>>,
+    /// Cluster-wide metadata as last applied (for `get-config` and tests).
+    pub metadata: Mutex<Vec<Item>>,
+}
+
+impl ClusterService {
+    pub fn new(config: &Config, node_id: NodeId, store: &Store) -> ClusterService {
+        let (events, events_receiver) = mpsc::unbounded_channel();
+        let (migrations, migrations_receiver) = mpsc::unbounded_channel();
+        let (blocking, blocking_receiver) = mpsc::unbounded_channel();
+        let namespaces: Vec<(String, usize, ConflictPolicy)> = namespace_configs(config)
+            .into_iter()
+            .map(|ns| (ns.name, ns.replication_factor, ns.conflict_policy))
+            .collect();
+        let fabric_ip = config.fabric_address.unwrap_or(config.service_address);
+        let heartbeat_ip = config.heartbeat_address.unwrap_or(config.service_address);
+        let advertised = |ip: IpAddr| -> String {
+            if ip.is_unspecified() {
+                config
+                    .access_address
+                    .clone()
+                    .unwrap_or_else(|| "127.0.0.1".to_owned())
+            } else {
+                ip.to_string()
+            }
+        };
+        let service_host = advertised(config.service_address);
+        let service_host = config.access_address.clone().unwrap_or(service_host);
+        ClusterService {
+            node_id,
+            cluster_name: config.cluster_name.clone(),
+            routing: ArcSwap::from_pointee(Routing::unformed(node_id, &namespaces)),
+            status: Mutex::new(Status::default()),
+            gates: Arc::new(Gates::new(store.namespaces().len())),
+            counters: Counters::default(),
+            policies: namespaces.iter().map(|(_, _, policy)| *policy).collect(),
+            transaction_max_ms: config.transaction_max_ms,
+            migrate_threads: config.migrate_threads,
+            migrate_max_num_incoming: config.migrate_max_num_incoming,
+            fabric: Endpoint {
+                host: advertised(fabric_ip),
+                port: config.fabric_port,
+            },
+            heartbeat: Endpoint {
+                host: advertised(heartbeat_ip),
+                port: config.heartbeat_port,
+            },
+            fabric_bind: SocketAddr::new(fabric_ip, config.fabric_port),
+            heartbeat_bind: SocketAddr::new(heartbeat_ip, config.heartbeat_port),
+            service: vec![Endpoint {
+                host: service_host,
+                port: config.service_port,
+            }],
+            seeds: config
+                .mesh_seeds
+                .iter()
+                .map(|(host, port)| Endpoint {
+                    host: host.clone(),
+                    port: *port,
+                })
+                .collect(),
+            events,
+            events_receiver: Mutex::new(Some(events_receiver)),
+            migrations,
+            migrations_receiver: Mutex::new(Some(migrations_receiver)),
+            blocking,
+            blocking_receiver: Mutex::new(Some(blocking_receiver)),
+            metadata: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Serves every partition of every namespace here, with no cluster
+    /// thread (a node embedded in tests and fuzz targets; `run` starts the
+    /// cluster instead).
+    pub fn serve_alone(&self, store: &Store) {
+        let namespaces: Vec<(String, usize, ConflictPolicy)> = store
+            .namespaces()
+            .iter()
+            .zip(&self.policies)
+            .map(|(ns, policy)| {
+                (
+                    ns.name().to_owned(),
+                    ns.config.replication_factor as usize,
+                    *policy,
+                )
+            })
+            .collect();
+        self.routing
+            .store(Arc::new(Routing::standalone(self.node_id, &namespaces)));
+    }
+
+    /// Tells the cluster thread something.
+    pub fn send(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    /// Spreads a metadata item to every member (and later joiners).
+    pub fn share(&self, module: &str, key: &str, value: &str, deleted: bool) {
+        self.send(Event::Metadata {
+            module: module.to_owned(),
+            key: key.to_owned(),
+            value: value.to_owned(),
+            deleted,
+        });
+    }
+
+    /// A copy of the state machine's figures.
+    pub fn status(&self) -> Status {
+        self.status
+            .lock()
+            .map(|status| status.clone())
+            .unwrap_or_default()
+    }
+
+    /// The fabric endpoint of `node`: from the map in force, else from the
+    /// cluster's peer list.
+    pub fn fabric_endpoint(&self, node: NodeId) -> Option<Endpoint> {
+        let routing = self.routing.load();
+        if let Some(index) = routing.member_index(node) {
+            if let Some(endpoint) = routing.fabric.get(usize::from(index)) {
+                return Some(endpoint.clone());
+            }
+        }
+        let status = self.status.lock().ok()?;
+        status
+            .peers
+            .iter()
+            .find(|peer| peer.node == node)
+            .map(|peer| peer.fabric.clone())
+    }
+
+    pub fn policy(&self, namespace: usize) -> ConflictPolicy {
+        self.policies.get(namespace).copied().unwrap_or_default()
+    }
+
+    pub(crate) fn take_events(&self) -> Option<mpsc::UnboundedReceiver<Event>> {
+        self.events_receiver.lock().ok()?.take()
+    }
+
+    pub(crate) fn take_migrations(&self) -> Option<mpsc::UnboundedReceiver<migrate::Command>> {
+        self.migrations_receiver.lock().ok()?.take()
+    }
+
+    pub(crate) fn take_blocking(&self) -> Option<mpsc::UnboundedReceiver<remote::BlockingJob>> {
+        self.blocking_receiver.lock().ok()?.take()
+    }
+}
+
+/// The namespaces as the cluster state machine sees them.
+pub fn namespace_configs(config: &Config) -> Vec<NamespaceConfig> {
+    config
+        .namespaces
+        .iter()
+        .map(|ns| NamespaceConfig {
+            name: ns.name.clone(),
+            replication_factor: ns.replication_factor as usize,
+            conflict_policy: if ns.conflict_resolution_last_update_time {
+                ConflictPolicy::LastUpdateTime
+            } else {
+                ConflictPolicy::Generation
+            },
+        })
+        .collect()
+}
+
+/// Milliseconds on a monotonic clock, for the state machine.
+pub fn monotonic_ms() -> u64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    start.elapsed().as_millis() as u64
+}
+
+/// Wall-clock milliseconds since 1970 (clock skew estimates, metadata).
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Connects to `address` (`host:port`) from `local` (the node's own
+/// heartbeat or fabric address, unless unspecified), so that traffic
+/// between nodes carries their addresses on both ends (firewall rules, and
+/// hosts with several addresses, rely on it).
+pub(crate) async fn connect_from(
+    local: IpAddr,
+    address: &str,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let mut last = None;
+    for target in tokio::net::lookup_host(address).await? {
+        let socket = match target {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        if !local.is_unspecified() && local.is_ipv4() == target.is_ipv4() {
+            socket.bind(SocketAddr::new(local, 0))?;
+        }
+        match socket.connect(target).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other(format!("{address}: no address"))))
+}
+
+/// Counts an increment of a relaxed counter.
+#[inline]
+pub fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Relaxed);
+}

@@ -1,0 +1,76 @@
+//! `bolide-sim [SEED | FIRST..LAST] [--faults N] [--verbose]`: runs one
+//! seed (printing its trace with --verbose) or a range of seeds, and exits
+//! non-zero at the first failure, printing the seed that reproduces it.
+
+use bolide_sim::{run, Options};
+use std::process::ExitCode;
+use std::time::Instant;
+
+fn main() -> ExitCode {
+    let mut seeds = 0..200u64;
+    let mut faults = 4usize;
+    let mut verbose = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--verbose" | "-v" => verbose = true,
+            "--faults" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(n) => faults = n,
+                None => return usage("--faults needs a number"),
+            },
+            range if range.contains("..") => {
+                let mut parts = range.splitn(2, "..");
+                let first = parts.next().and_then(|n| n.parse().ok());
+                let last = parts.next().and_then(|n| n.parse().ok());
+                match (first, last) {
+                    (Some(first), Some(last)) if first < last => seeds = first..last,
+                    _ => return usage("a range is FIRST..LAST"),
+                }
+            }
+            seed => match seed.parse::<u64>() {
+                Ok(seed) => seeds = seed..seed + 1,
+                Err(_) => return usage(&format!("unknown argument {seed}")),
+            },
+        }
+    }
+    let started = Instant::now();
+    let count = seeds.end - seeds.start;
+    let mut totals = (0u64, 0u64, 0u64);
+    for seed in seeds {
+        let options = Options {
+            seed,
+            faults,
+            verbose,
+        };
+        match run(&options) {
+            Ok(outcome) => {
+                totals.0 += outcome.acknowledged_writes;
+                totals.1 += outcome.migrations;
+                totals.2 += outcome.events;
+                if verbose || count == 1 {
+                    println!("{outcome}");
+                }
+            }
+            Err(failure) => {
+                println!("{failure}");
+                println!("replay: cargo run --release -p bolide-sim -- {seed} --faults {faults} --verbose");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!(
+        "{count} seeds passed in {:.1} s: {} acknowledged writes checked, {} migrations, {} events",
+        started.elapsed().as_secs_f64(),
+        totals.0,
+        totals.1,
+        totals.2
+    );
+    ExitCode::SUCCESS
+}
+
+fn usage(problem: &str) -> ExitCode {
+    eprintln!(
+        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST] [--faults N] [--verbose]"
+    );
+    ExitCode::from(2)
+}

@@ -1,0 +1,70 @@
+//! Runs the simulator over a few hundred seeds in the test command: every
+//! seed forms a cluster, puts it through faults under client load and
+//! checks its invariants. `SIM_SEEDS=N` changes how many seeds each of the
+//! four tests runs (50 by default). A failure names the seed that replays
+//! it: `cargo run --release -p bolide-sim -- SEED --faults 3 --verbose`.
+
+use bolide_sim::{run, Options};
+
+fn seeds_per_test() -> u64 {
+    std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50)
+}
+
+fn run_block(block: u64) {
+    let count = seeds_per_test();
+    let mut acknowledged = 0;
+    for seed in block * 10_000..block * 10_000 + count {
+        let outcome = run(&Options {
+            seed,
+            faults: 3,
+            verbose: false,
+        })
+        .unwrap_or_else(|failure| panic!("{failure}"));
+        assert!(outcome.faults.len() == 3, "seed {seed}: {outcome}");
+        assert!(
+            outcome.acknowledged_writes > 0,
+            "seed {seed}: no load ran: {outcome}"
+        );
+        acknowledged += outcome.acknowledged_writes;
+    }
+    assert!(acknowledged > count * 100);
+}
+
+#[test]
+fn seeds_block_0() {
+    run_block(0);
+}
+
+#[test]
+fn seeds_block_1() {
+    run_block(1);
+}
+
+#[test]
+fn seeds_block_2() {
+    run_block(2);
+}
+
+#[test]
+fn seeds_block_3() {
+    run_block(3);
+}
+
+/// A seed replays exactly: the same events, writes and migrations.
+#[test]
+fn a_seed_replays_exactly() {
+    let options = Options {
+        seed: 7,
+        faults: 2,
+        verbose: false,
+    };
+    let first = run(&options).unwrap_or_else(|failure| panic!("{failure}"));
+    let second = run(&options).unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(first.events, second.events);
+    assert_eq!(first.acknowledged_writes, second.acknowledged_writes);
+    assert_eq!(first.migrations, second.migrations);
+    assert_eq!(first.virtual_ms, second.virtual_ms);
+}
