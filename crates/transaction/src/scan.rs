@@ -251,8 +251,12 @@ fn number(field: Option<&[u8]>) -> Result<u64, ResultCode> {
 }
 
 impl StreamJob for ScanJob {
+    /// A scan is background work; a secondary-index query reads only the
+    /// records it matches, so it runs in the foreground (on the blocking
+    /// pool, at normal priority) and its latency does not depend on the
+    /// CPU the event loops leave.
     fn is_background(&self) -> bool {
-        true
+        self.query.is_none()
     }
 
     fn fill(&mut self, out: &mut Vec<u8>) -> bool {
