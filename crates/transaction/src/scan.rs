@@ -326,7 +326,22 @@ impl ScanJob {
             append_partition_unavailable(out, pid);
             return;
         }
-        let now = now_citrusleaf_seconds();
+        // A selective query finds nothing in most partitions: it looks at
+        // the partition's index tree first and takes the partition's lock
+        // (and reads the clock) only where there is something. Seeing no
+        // candidate is as if the query had read the partition before any
+        // write in progress; candidates are looked up again under the lock.
+        if self
+            .query
+            .as_ref()
+            .is_some_and(|query| query.candidates(pid, resume).is_empty())
+        {
+            if let Mode::Background(work) = &self.mode {
+                work.job.partition_done();
+            }
+            return;
+        }
+        let now = std::cell::OnceCell::new();
         let namespace = self.namespace.clone();
         let namespace = &namespace;
         let Some(table) = namespace.read_partition(usize::from(pid)) else {
@@ -336,7 +351,7 @@ impl ScanJob {
         let mut digests = Vec::new();
         let wanted = |entry: &bolide_store::Entry<'_>| {
             self.set_id.is_none_or(|set| set == entry.meta.set_id)
-                && !namespace.is_doomed(&entry.meta, now)
+                && !namespace.is_doomed(&entry.meta, *now.get_or_init(now_citrusleaf_seconds))
         };
         let mut entries = Vec::new();
         match &self.query {
