@@ -163,6 +163,13 @@ def test_three_nodes_rf2_one_seed_routes_to_masters():
         # The client finds the other nodes from the seed's peers.
         wait_for(lambda: len(client.get_nodes()) == 3, 10, "the client to see 3 nodes")
         keys = [("test", "routed", i) for i in range(3000)]
+        # Which node masters each key's partition (digest bytes 0-1, little-endian).
+        master_of = {pid: i for i in range(3) for pid in claims(cluster, i)[0]}
+        expected_writes = [0, 0, 0]
+        for key in keys:
+            digest = aerospike.calc_digest(*key)
+            expected_writes[master_of[(digest[0] | digest[1] << 8) & 0xFFF]] += 1
+        before = [{**cluster.stats(i), **cluster.ns_stats(i)} for i in range(3)]
         for i, key in enumerate(keys):
             client.put(key, {"i": i, "s": f"value-{i}"}, policy={"key": aerospike.POLICY_KEY_SEND})
         for i, key in enumerate(keys):
@@ -181,8 +188,19 @@ def test_three_nodes_rf2_one_seed_routes_to_masters():
         masters = sum(int(cluster.ns_stats(i)["master_objects"]) for i in range(3))
         proles = sum(int(cluster.ns_stats(i)["prole_objects"]) for i in range(3))
         assert masters == 3000 and proles == 3000, (masters, proles)
-        proxied = sum(int(cluster.stats(i)["client_proxy_complete"]) for i in range(3))
-        assert proxied < 30, f"{proxied} of 9000+ requests were proxied"
+        after = [{**cluster.stats(i), **cluster.ns_stats(i)} for i in range(3)]
+
+        def grew(i, name):
+            return int(after[i].get(name, 0)) - int(before[i].get(name, 0))
+
+        # Each write landed on its partition's master, with no hop.
+        writes = [grew(i, "client_write_success") for i in range(3)]
+        assert writes == expected_writes, (writes, expected_writes)
+        reads = sum(grew(i, "client_read_success") for i in range(3))
+        assert reads == 6000, f"{reads} reads counted for 3000 gets and 3000 batch rows"
+        proxied = sum(grew(i, name) for i in range(3)
+                      for name in ("client_proxy_complete", "client_proxy_error", "client_proxy_timeout"))
+        assert proxied * 100 < 3000 + reads, f"{proxied} of {3000 + reads} requests were proxied"
         for i in range(3):
             assert cluster.ns_stats(i)["effective_replication_factor"] == "2"
 
