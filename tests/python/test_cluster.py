@@ -498,6 +498,15 @@ def test_indexes_and_udfs_are_cluster_wide_and_reach_a_later_node():
         query.where(predicates.between("n", 100, 199))
         found = sorted(r[2]["n"] for r in query.results())
         assert found == list(range(100, 200))
+        # After the migrations, each node indexes exactly the copies it
+        # holds: records that came in are indexed, those it gave away are
+        # not; two copies of each record, two entries.
+        def entries(i):
+            return int(parse_kv(cluster.info(i, "sindex-stat:namespace=test;indexname=by_n"))["entries"])
+
+        wait_for(lambda: sum(entries(i) for i in range(3)) == 600, 20, "600 index entries in all")
+        for i in range(3):
+            assert entries(i) == int(cluster.ns_stats(i)["objects"]), i
         # The UDF runs at each record's master and its write is replicated.
         for i in range(0, 300, 7):
             assert client.apply(("test", "idx", i), "double", "twice", ["n"]) == 2 * i
