@@ -347,12 +347,14 @@ impl ScanJob {
         // the partition's index tree first and takes the partition's lock
         // (and reads the clock) only where there is something. Seeing no
         // candidate is as if the query had read the partition before any
-        // write in progress; candidates are looked up again under the lock.
-        if self
+        // write in progress. Candidates found are checked against their
+        // records under the lock (a record changed since is read as it is
+        // now, and left out if it no longer matches).
+        let candidates = self
             .query
             .as_ref()
-            .is_some_and(|query| query.candidates(pid, resume).is_empty())
-        {
+            .map(|query| query.candidates(pid, resume));
+        if candidates.as_ref().is_some_and(Vec::is_empty) {
             if let Mode::Background(work) = &self.mode {
                 work.job.partition_done();
             }
@@ -380,8 +382,8 @@ impl ScanJob {
                 });
                 entries.sort_unstable_by(|(a, _), (b, _)| b.digest.cmp(a.digest));
             }
-            Some(query) => {
-                for (bval, digest) in query.candidates(pid, resume) {
+            Some(_) => {
+                for (bval, digest) in candidates.unwrap_or_default() {
                     if let Some(entry) = table.get(&digest).filter(|entry| wanted(entry)) {
                         entries.push((entry, Some(bval)));
                     }
