@@ -223,6 +223,26 @@ pub fn render(answers: &InfoAnswers) -> String {
     );
     if let Some(statistics) = answers.get("statistics") {
         families.statistics("bolide_node_", NODE, pairs(statistics, ';'), &[]);
+        // The cluster's identity is a name, not a figure: a series of its
+        // own whose labels say which cluster this node is in. Nodes that
+        // answer different keys are in different clusters (a split).
+        let field = |name: &str| {
+            pairs(statistics, ';')
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value)
+        };
+        if let Some(cluster_key) = field("cluster_key") {
+            families.add(
+                "bolide_node_cluster_info",
+                "Always 1; labels: the cluster key and principal this node answers (different keys on two nodes: they are in different clusters).",
+                GAUGE,
+                &[
+                    ("cluster_key", cluster_key),
+                    ("principal", field("cluster_principal").unwrap_or_default()),
+                ],
+                1.0,
+            );
+        }
     }
     for namespace in answers.namespaces() {
         if let Some(text) = answers.get(&format!("namespace/{namespace}")) {
@@ -467,7 +487,11 @@ mod tests {
         );
         assert!(text.contains("# TYPE bolide_node_client_connections_opened_total counter\nbolide_node_client_connections_opened_total 5\n"));
         assert!(text.contains("bolide_node_migrate_records_sent 7\n"));
-        assert!(!text.contains("cluster_key"));
+        assert!(!text.contains("bolide_node_cluster_key"));
+        assert!(
+            text.contains("bolide_node_cluster_info{cluster_key=\"1234\",principal=\"\"} 1\n"),
+            "{text}"
+        );
         assert!(!text.contains("weird"));
         assert!(text.contains("bolide_namespace_objects{ns=\"test\"} 3\n"));
         assert!(text.contains("bolide_namespace_stop_writes{ns=\"test\"} 0\n"));
