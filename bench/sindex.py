@@ -7,18 +7,32 @@
 2. an equality query (1 matching record) and a range query (0.1% of the
    records) on the indexed bin, against a scan with the same filter
    expression: queries per second and latency (p50, p99) from one client
-   running them back to back.
+   running them back to back;
+3. unless --no-redis: the nearest Redis analogue, a sorted set of RECORDS
+   members (member = the record's 20-byte string bin s, score = its bin v)
+   queried with ZRANGEBYSCORE x x (1 member) and ZRANGEBYSCORE x x+W-1
+   (W members), from the same process on the same CPU, through a minimal
+   RESP client (one socket, one command at a time, the reply split into
+   one bytes object per member). Compare it with the range query that
+   selects bin s only: that returns the same strings, plus each record's
+   key digest and metadata, through the Python client.
 
 Usage: BOLIDED_BIN=target/release/bolided bench/sindex.py [--records 1000000]
-Starts its own bolided (memory namespace, 127.0.0.1, a free port) and stops
-it by its PID at the end. Run it on a quiet machine.
+Starts its own bolided (memory namespace, `service-threads 1`, 127.0.0.1,
+free ports) and then its own redis-server (`--save '' --appendonly no`),
+one after the other, each pinned to --server-cpu (default 1) with this
+process pinned to --client-cpu (default 0); stops each by its PID. Run it
+on a quiet machine.
 """
 import argparse
 import os
 import random
+import socket
 import statistics
+import subprocess
 import sys
 import time
+import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
 
@@ -28,8 +42,11 @@ from aerospike_helpers import expressions as exp  # noqa: E402
 from aerospike_helpers.batch import records as br  # noqa: E402
 from aerospike_helpers.operations import operations as op  # noqa: E402
 
-from bolide_server import BolideServer  # noqa: E402
+from bolide_server import BolideServer, free_ports, render_config  # noqa: E402
 from helpers import info_value, parse_kv  # noqa: E402
+
+# index_integer_create is the call every client version has.
+warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 NS, SET = "test", "idx"
 
@@ -37,6 +54,12 @@ NS, SET = "test", "idx"
 def rss_bytes(pid):
     with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def pin_process(pid, cpu):
+    """Pins every thread of `pid` to `cpu` (threads made later inherit it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), {cpu})
 
 
 def load(client, records):
@@ -66,13 +89,155 @@ def measure(run, seconds, expected):
     return len(latencies) / elapsed, statistics.median(latencies) * 1000, p99 * 1000
 
 
+class Resp:
+    """A minimal RESP client: one command at a time on one socket."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    @staticmethod
+    def encode(*args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def _fill(self):
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("redis closed the connection")
+        self.buf += chunk
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
+
+    def simple(self, *args):
+        """Sends one command; returns its reply line (status, integer)."""
+        self.sock.sendall(self.encode(*args))
+        line = self._line()
+        assert not line.startswith(b"-"), line
+        return line
+
+    def pipeline_simple(self, commands):
+        self.sock.sendall(b"".join(self.encode(*c) for c in commands))
+        for _ in commands:
+            line = self._line()
+            assert not line.startswith(b"-"), line
+
+    def members(self, *args, member_len):
+        """Sends one command whose reply is an array of bulk strings of
+        `member_len` bytes each; returns them as a list of bytes."""
+        self.sock.sendall(self.encode(*args))
+        header = self._line()
+        assert header.startswith(b"*"), header
+        count = int(header[1:])
+        item = len(b"$%d\r\n" % member_len) + member_len + 2
+        while len(self.buf) < count * item:
+            self._fill()
+        body, self.buf = self.buf[: count * item], self.buf[count * item:]
+        parts = body.split(b"\r\n")
+        out = parts[1:-1:2]
+        assert len(out) == count and all(len(m) == member_len for m in out), header
+        return out
+
+    def info_memory(self):
+        self.sock.sendall(self.encode("INFO", "memory"))
+        header = self._line()
+        size = int(header[1:])
+        while len(self.buf) < size + 2:
+            self._fill()
+        body, self.buf = self.buf[:size], self.buf[size + 2:]
+        return dict(line.split(":", 1) for line in body.decode().splitlines() if ":" in line)
+
+
+def redis_part(args, width, rows):
+    port = free_ports(1)[0]
+    proc = subprocess.Popen(
+        ["taskset", "-c", str(args.server_cpu), "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                redis = Resp(port)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                assert proc.poll() is None, "redis-server exited"
+                time.sleep(0.05)
+        before = int(redis.info_memory()["used_memory"])
+        batch = 5000
+        for start in range(0, args.records, batch):
+            end = min(args.records, start + batch)
+            redis.pipeline_simple([("ZADD", "z", i, f"value-{i:014d}") for i in range(start, end)])
+        assert redis.simple("ZCARD", "z") == b":%d" % args.records
+        after = int(redis.info_memory()["used_memory"])
+        print(f"redis sorted set of {args.records} members: used_memory {(after - before) / args.records:.1f} "
+              f"bytes per member (member string and score included)")
+
+        random.seed(14)
+
+        def zrange_equal():
+            x = random.randrange(args.records)
+            return len(redis.members("ZRANGEBYSCORE", "z", x, x, member_len=20))
+
+        def zrange_range():
+            x = random.randrange(args.records - width)
+            return len(redis.members("ZRANGEBYSCORE", "z", x, x + width - 1, member_len=20))
+
+        for name, run, expected in [
+            ("redis ZRANGEBYSCORE x x", zrange_equal, 1),
+            ("redis ZRANGEBYSCORE x x+W-1", zrange_range, width),
+        ]:
+            rate, p50, p99 = measure(run, args.seconds, expected)
+            rows.append((name, expected, rate, p50, p99))
+            print(f"| {name} | {expected} | {rate:.1f} | {p50:.2f} | {p99:.2f} |", flush=True)
+        redis.sock.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def bolide_server():
+    """A memory namespace of 4 GiB on a node with one service thread."""
+    # BolideServer fills in the placeholders (its free ports, its work
+    # directory); the braces of the config itself are doubled for format().
+    text = render_config(0, 0, 0, 0, storage={"data-size": "4G", "stop-writes-used-pct": "90",
+                                               "evict-used-pct": None})
+    text = text.replace("{", "{{").replace("}", "}}")
+    # The ports appear in the order service, heartbeat, fabric, info.
+    for name in ["port", "heartbeat_port", "fabric_port", "info_port"]:
+        text = text.replace("port 0\n", f"port {{{name}}}\n", 1)
+    text = text.replace("service {{\n", "service {{\n    service-threads 1\n    work-directory {work_directory}\n", 1)
+    return BolideServer(config_text=text)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--server-cpu", type=int, default=1)
+    parser.add_argument("--client-cpu", type=int, default=0)
+    parser.add_argument("--no-redis", action="store_true")
     args = parser.parse_args()
-    server = BolideServer(storage={"data-size": "4G", "stop-writes-used-pct": "90", "evict-used-pct": None})
+    os.sched_setaffinity(0, {args.client_cpu})
+    width = max(1, args.records // 1000)
+    rows = []
+    server = bolide_server()
     server.start()
+    pin_process(server.proc.pid, args.server_cpu)
     try:
         client = server.client()
         load(client, args.records)
@@ -92,7 +257,6 @@ def main():
               f"{int(stat['used_bytes']) / entries:.1f})")
 
         random.seed(14)
-        width = max(1, args.records // 1000)
 
         def equality_query():
             x = random.randrange(args.records)
@@ -105,6 +269,15 @@ def main():
             query = client.query(NS, SET)
             query.where(p.between("v", x, x + width - 1))
             return len(query.results())
+
+        def range_query_s():
+            x = random.randrange(args.records - width)
+            query = client.query(NS, SET)
+            query.select("s")
+            query.where(p.between("v", x, x + width - 1))
+            records = query.results()
+            assert all(len(bins) == 1 for _, _, bins in records)
+            return len(records)
 
         def equality_scan():
             x = random.randrange(args.records)
@@ -123,12 +296,25 @@ def main():
             ("equality query (index)", equality_query, 1, args.seconds),
             ("equality scan + filter expression", equality_scan, 1, args.seconds),
             ("range query (index)", range_query, width, args.seconds),
+            ("range query (index), bin s only", range_query_s, width, args.seconds),
             ("range scan + filter expression", range_scan, width, args.seconds),
         ]:
             rate, p50, p99 = measure(run, seconds, expected)
+            rows.append((name, expected, rate, p50, p99))
             print(f"| {name} | {expected} | {rate:.1f} | {p50:.2f} | {p99:.2f} |", flush=True)
     finally:
         server.stop()
+    if not args.no_redis:
+        redis_part(args, width, rows)
+    rate = {name: r for name, _, r, _, _ in rows}
+    print("ratios (runs/s):")
+    print(f"  equality: index query / scan = {rate['equality query (index)'] / rate['equality scan + filter expression']:.1f}x")
+    print(f"  range: index query / scan = {rate['range query (index)'] / rate['range scan + filter expression']:.1f}x")
+    if not args.no_redis:
+        print(f"  equality: index query / redis ZRANGEBYSCORE x x = "
+              f"{rate['equality query (index)'] / rate['redis ZRANGEBYSCORE x x']:.2f}")
+        print(f"  range, bin s only: index query / redis ZRANGEBYSCORE x x+W-1 = "
+              f"{rate['range query (index), bin s only'] / rate['redis ZRANGEBYSCORE x x+W-1']:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The single test command for Bolide:  ./scripts/test.sh
 #
-# Needs Rust (cargo with rustfmt + clippy), Go, Python 3.11 and Node.js (npm) on PATH.
+# Needs Rust (cargo with rustfmt + clippy), Go, Python 3.11, Node.js (npm), Java 17
+# and Maven on PATH.
 # Sections: cargo fmt --check, clippy -D warnings, release build, cargo tests,
-# Go tools smoke test, the Go client's own test suite, Python client suite (official `aerospike` 19.x in
+# Go tools smoke test, the Go client's own test suite, the Go and Java
+# clients against a 3-node cluster, Python client suite (official `aerospike` 19.x in
 # .venv). The build is fail-fast (everything else needs the binary); the other
 # sections all run and the script exits non-zero at the end if any failed.
 # The console tests need chromium (apt) and node/npm; they install
@@ -110,6 +112,17 @@ fi
 stage "Go tools smoke test (tests/go/smoke.sh)" ./tests/go/smoke.sh
 
 stage "Go client test suite (tests/go/suite.sh)" ./tests/go/suite.sh
+
+# The Go and Java clients against a 3-node, RF 2 cluster from one seed
+# (tests/python/with_cluster.py starts it; the Rust client's counterpart is
+# tests/rust-client/tests/multi_node.rs in the cargo tests).
+stage "Go client on a 3-node cluster (tests/go/cluster.sh)" ./tests/go/cluster.sh
+
+# Maven keeps what it downloads in ~/.m2/repository (once per machine).
+if { ! command -v mvn >/dev/null || ! command -v javac >/dev/null; } && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null
+fi
+stage "Java client on a 3-node cluster (tests/java/run.sh)" ./tests/java/run.sh
 
 # shellcheck disable=SC2086
 stage "pytest tests/python" "$VENV/bin/python" -m pytest tests/python -q ${PYTEST_ARGS:-}

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-from bolide_server import bolided_path, free_ports
+from bolide_server import CLIENT_LUA_DIR, bolided_path, free_ports
 import wire
 
 
@@ -322,6 +322,9 @@ class LocalCluster:
                 "scan": {"total_timeout": 30000},
                 "info": {"timeout": 5000},
             },
+            # Where the client keeps copies of the UDF modules it registers
+            # and runs an aggregation's last reduce from (one per process).
+            "lua": {"user_path": CLIENT_LUA_DIR},
         }
         cfg.update(extra)
         return cfg

@@ -163,6 +163,13 @@ def test_three_nodes_rf2_one_seed_routes_to_masters():
         # The client finds the other nodes from the seed's peers.
         wait_for(lambda: len(client.get_nodes()) == 3, 10, "the client to see 3 nodes")
         keys = [("test", "routed", i) for i in range(3000)]
+        # Which node masters each key's partition (digest bytes 0-1, little-endian).
+        master_of = {pid: i for i in range(3) for pid in claims(cluster, i)[0]}
+        expected_writes = [0, 0, 0]
+        for key in keys:
+            digest = aerospike.calc_digest(*key)
+            expected_writes[master_of[(digest[0] | digest[1] << 8) & 0xFFF]] += 1
+        before = [{**cluster.stats(i), **cluster.ns_stats(i)} for i in range(3)]
         for i, key in enumerate(keys):
             client.put(key, {"i": i, "s": f"value-{i}"}, policy={"key": aerospike.POLICY_KEY_SEND})
         for i, key in enumerate(keys):
@@ -181,8 +188,19 @@ def test_three_nodes_rf2_one_seed_routes_to_masters():
         masters = sum(int(cluster.ns_stats(i)["master_objects"]) for i in range(3))
         proles = sum(int(cluster.ns_stats(i)["prole_objects"]) for i in range(3))
         assert masters == 3000 and proles == 3000, (masters, proles)
-        proxied = sum(int(cluster.stats(i)["client_proxy_complete"]) for i in range(3))
-        assert proxied < 30, f"{proxied} of 9000+ requests were proxied"
+        after = [{**cluster.stats(i), **cluster.ns_stats(i)} for i in range(3)]
+
+        def grew(i, name):
+            return int(after[i].get(name, 0)) - int(before[i].get(name, 0))
+
+        # Each write landed on its partition's master, with no hop.
+        writes = [grew(i, "client_write_success") for i in range(3)]
+        assert writes == expected_writes, (writes, expected_writes)
+        reads = sum(grew(i, "client_read_success") for i in range(3))
+        assert reads == 6000, f"{reads} reads counted for 3000 gets and 3000 batch rows"
+        proxied = sum(grew(i, name) for i in range(3)
+                      for name in ("client_proxy_complete", "client_proxy_error", "client_proxy_timeout"))
+        assert proxied * 100 < 3000 + reads, f"{proxied} of {3000 + reads} requests were proxied"
         for i in range(3):
             assert cluster.ns_stats(i)["effective_replication_factor"] == "2"
 
@@ -480,6 +498,15 @@ def test_indexes_and_udfs_are_cluster_wide_and_reach_a_later_node():
         query.where(predicates.between("n", 100, 199))
         found = sorted(r[2]["n"] for r in query.results())
         assert found == list(range(100, 200))
+        # After the migrations, each node indexes exactly the copies it
+        # holds: records that came in are indexed, those it gave away are
+        # not; two copies of each record, two entries.
+        def entries(i):
+            return int(parse_kv(cluster.info(i, "sindex-stat:namespace=test;indexname=by_n"))["entries"])
+
+        wait_for(lambda: sum(entries(i) for i in range(3)) == 600, 20, "600 index entries in all")
+        for i in range(3):
+            assert entries(i) == int(cluster.ns_stats(i)["objects"]), i
         # The UDF runs at each record's master and its write is replicated.
         for i in range(0, 300, 7):
             assert client.apply(("test", "idx", i), "double", "twice", ["n"]) == 2 * i
@@ -491,3 +518,146 @@ def test_indexes_and_udfs_are_cluster_wide_and_reach_a_later_node():
         for i in range(3):
             wait_for(lambda: "by_n" not in cluster.info(i, "sindex-list:namespace=test"), 10,
                      f"node {i} to drop the index")
+
+
+STREAM_AND_RECORD_UDF = """
+local function add(a, b) return a + b end
+
+function sum(s, bin)
+    return s:map(function(r) return r[bin] end):reduce(add)
+end
+
+function touch_once(rec)
+    rec['hits'] = (rec['hits'] or 0) + 1
+    aerospike:update(rec)
+    return rec['hits']
+end
+"""
+
+
+def counted(records):
+    """{user key: how many times it came back}."""
+    seen = {}
+    for key, _, _ in records:
+        seen[key[2]] = seen.get(key[2], 0) + 1
+    return seen
+
+
+@pytest.mark.time_limit(240)
+def test_index_queries_aggregations_and_background_jobs_on_three_nodes(tmp_path):
+    """On 3 nodes (RF 2), through the Python client from one seed: every
+    query (equality, range, with a filter expression, in pages resumed by
+    partition status) returns each matching record exactly once, an
+    aggregation sums each once, and a background UDF and background write
+    ops change each selected record once, on both of its copies."""
+    from aerospike import predicates
+    from aerospike_helpers import expressions as exp
+    from aerospike_helpers.operations import operations as op
+
+    with LocalCluster(3) as cluster:
+        cluster.wait_stable()
+        client = cluster.client(seed=1)
+        wait_for(lambda: len(client.get_nodes()) == 3, 10, "the client to see 3 nodes")
+        count = 3000
+        send_key = {"key": aerospike.POLICY_KEY_SEND}
+        for i in range(count):
+            client.put(("test", "q3", i), {"n": i, "g": f"g{i % 7}"}, policy=send_key)
+        client.index_integer_create("test", "q3", "n", "q3_n")
+        client.index_string_create("test", "q3", "g", "q3_g")
+        for node in range(3):
+            for name in ("q3_n", "q3_g"):
+                wait_for(lambda: "load_pct=100" in cluster.info(node, f"sindex/test/{name}"), 30,
+                         f"node {node} to build {name}")
+        # Each node indexes its own copies: two entries per record in all.
+        entries = sum(int(parse_kv(cluster.info(i, "sindex-stat:namespace=test;indexname=q3_n"))["entries"])
+                      for i in range(3))
+        assert entries == 2 * count, entries
+
+        def query(predicate, policy=None, select=None):
+            q = client.query("test", "q3")
+            if select:
+                q.select(*select)
+            q.where(predicate)
+            return q.results(policy=policy)
+
+        assert counted(query(predicates.between("n", 500, 1499))) == {i: 1 for i in range(500, 1500)}
+        assert counted(query(predicates.equals("g", "g3"))) == {i: 1 for i in range(3, count, 7)}
+        assert counted(query(predicates.equals("n", 2024))) == {2024: 1}
+        even = exp.Eq(exp.Mod(exp.IntBin("n"), 2), 0).compile()
+        assert counted(query(predicates.between("n", 0, 999), policy={"expressions": even})) == \
+            {i: 1 for i in range(0, 1000, 2)}
+
+        # Pages of at most 250 records resumed by partition status.
+        q = client.query("test", "q3")
+        q.where(predicates.between("n", 1000, 2999))
+        q.max_records = 250
+        seen = []
+        partition_filter = {"begin": 0, "count": 4096}
+        for _ in range(60):
+            page = q.results(policy={"partition_filter": partition_filter})
+            assert len(page) <= 250
+            seen.extend(key[2] for key, _, _ in page)
+            if q.is_done():
+                break
+            partition_filter = {"begin": 0, "count": 4096, "partition_status": q.get_partitions_status()}
+        assert sorted(seen) == list(range(1000, 3000))
+
+        # An aggregation: each node sums its part once; the client adds up.
+        module_path = tmp_path / "q3udf.lua"
+        module_path.write_text(STREAM_AND_RECORD_UDF)
+        client.udf_put(str(module_path))
+        for node in range(3):
+            wait_for(lambda: "filename=q3udf.lua" in cluster.info(node, "udf-list"), 10,
+                     f"node {node} to know the module")
+        q = client.query("test", "q3")
+        q.where(predicates.between("n", 100, 899))
+        q.apply("q3udf", "sum", ["n"])
+        assert q.results() == [sum(range(100, 900))]
+
+        def wait_job(job, module):
+            wait_for(lambda: client.job_info(job, module)["status"] == aerospike.JOB_STATUS_COMPLETED, 60,
+                     f"job {job}")
+
+        # A background UDF over a query and background write ops: each
+        # selected record once, on its master and its replica.
+        job = client.query_apply("test", "q3", predicates.between("n", 0, 299), "q3udf", "touch_once", [])
+        wait_job(job, aerospike.JOB_QUERY)
+        q = client.query("test", "q3")
+        q.where(predicates.between("n", 0, 99))
+        q.add_ops([op.increment("ops", 1)])
+        wait_job(q.execute_background(), aerospike.JOB_QUERY)
+
+        def read_all(replica):
+            policy = {"replica": replica, "total_timeout": 3000, "max_retries": 0}
+            keys = [("test", "q3", i) for i in range(400)]
+            return {record.key[2]: record.record[2] for record in client.batch_read(keys, policy=policy).batch_records}
+
+        for replica in (aerospike.POLICY_REPLICA_MASTER, aerospike.POLICY_REPLICA_SEQUENCE):
+            bins = read_all(replica)
+            assert {i for i, b in bins.items() if b.get("hits") == 1} == set(range(300))
+            assert not any(b.get("hits", 1) != 1 for b in bins.values())
+            assert {i for i, b in bins.items() if b.get("ops") == 1} == set(range(100))
+        # The replica's copy holds the same: read each record from the node
+        # that holds its replica (column 1 of the replicas map), which
+        # answers from its own copy (no proxy).
+        replica_of = {}
+        for node in range(3):
+            for pid in claims(cluster, node)[1]:
+                replica_of[pid] = node
+        proxied_before = sum(int(cluster.stats(i)["client_proxy_complete"]) for i in range(3))
+        for i in range(400):
+            digest = aerospike.calc_digest("test", "q3", i)
+            pid = int.from_bytes(digest[:2], "little") & 0xFFF
+            node = cluster.nodes[replica_of[pid]]
+            with wire.connect(node.port, host=node.host) as sock:
+                sock.sendall(wire.as_msg(wire.key_fields("test", "q3", digest), [],
+                                         info1=wire.INFO1_READ | wire.INFO1_GET_ALL))
+                answer = wire.read_response(sock)
+            assert answer.result_code == 0, (i, answer.result_code)
+            bins = {name.decode(): struct.unpack(">q", value)[0]
+                    for _, particle, name, value in answer.ops if particle == wire.PARTICLE_INTEGER}
+            assert bins["n"] == i
+            assert bins.get("hits") == (1 if i < 300 else None), (i, bins)
+            assert bins.get("ops") == (1 if i < 100 else None), (i, bins)
+        proxied_after = sum(int(cluster.stats(i)["client_proxy_complete"]) for i in range(3))
+        assert proxied_after == proxied_before

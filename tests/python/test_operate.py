@@ -318,3 +318,70 @@ def test_expression_write_keeps_the_blob_kind(server, client, key):
     assert answer.result_code == 0
     assert sorted((name, ptype, value) for _, ptype, name, value in answer.ops) == [
         (b"copy", java_blob, b"\xac\xed\x00\x05"), (b"jb", java_blob, b"\xac\xed\x00\x05")]
+
+
+def test_modifying_list_and_map_expressions(client, key):
+    """Every modifying list and map expression works on a copy of the bin:
+    its result is the changed list or map (values worked out by hand from
+    the server's documented semantics), the bin is unchanged, and an
+    expression write stores the result."""
+    original_l = [5, 3, 9, 1, 7]
+    original_m = {"a": 1, "b": 5, "c": 3, "d": 9}
+    client.put(key, {"l": original_l, "m": original_m})
+    lst, mp = exp.ListBin("l"), exp.MapBin("m")
+    list_cases = [
+        (exp.ListAppend(None, None, 2, lst), [5, 3, 9, 1, 7, 2]),
+        (exp.ListAppendItems(None, None, [4, 6], lst), [5, 3, 9, 1, 7, 4, 6]),
+        (exp.ListInsert(None, None, 1, 8, lst), [5, 8, 3, 9, 1, 7]),
+        (exp.ListInsertItems(None, None, 0, [0, 0], lst), [0, 0, 5, 3, 9, 1, 7]),
+        (exp.ListIncrement(None, None, 2, 10, lst), [5, 3, 19, 1, 7]),
+        (exp.ListSet(None, None, -1, 100, lst), [5, 3, 9, 1, 100]),
+        (exp.ListClear(None, lst), []),
+        (exp.ListSort(None, aerospike.LIST_SORT_DEFAULT, lst), [1, 3, 5, 7, 9]),
+        (exp.ListRemoveByValue(None, 9, lst), [5, 3, 1, 7]),
+        (exp.ListRemoveByValue(None, 9, lst, inverted=True), [9]),
+        (exp.ListRemoveByValueList(None, [3, 7], lst), [5, 9, 1]),
+        (exp.ListRemoveByValueRange(None, 3, 7, lst), [9, 1, 7]),
+        (exp.ListRemoveByValueRelRankToEnd(None, 5, 1, lst), [5, 3, 1]),
+        (exp.ListRemoveByValueRelRankRange(None, 5, -1, 2, lst), [9, 1, 7]),
+        (exp.ListRemoveByIndex(None, 0, lst), [3, 9, 1, 7]),
+        (exp.ListRemoveByIndexRangeToEnd(None, 3, lst), [5, 3, 9]),
+        (exp.ListRemoveByIndexRange(None, 1, 2, lst), [5, 1, 7]),
+        (exp.ListRemoveByIndexRange(None, 1, 2, lst, inverted=True), [3, 9]),
+        (exp.ListRemoveByRank(None, 0, lst), [5, 3, 9, 7]),
+        (exp.ListRemoveByRankRangeToEnd(None, 3, lst), [5, 3, 1]),
+        (exp.ListRemoveByRankRange(None, 0, 2, lst), [5, 9, 7]),
+    ]
+    map_cases = [
+        (exp.MapPut(None, None, "e", 4, mp), {**original_m, "e": 4}),
+        (exp.MapPutItems(None, None, {"a": 10, "z": 0}, mp), {**original_m, "a": 10, "z": 0}),
+        (exp.MapIncrement(None, None, "b", 2, mp), {**original_m, "b": 7}),
+        (exp.MapClear(None, mp), {}),
+        (exp.MapRemoveByKey(None, "a", mp), {"b": 5, "c": 3, "d": 9}),
+        (exp.MapRemoveByKeyList(None, ["a", "d"], mp), {"b": 5, "c": 3}),
+        (exp.MapRemoveByKeyRange(None, "b", "d", mp), {"a": 1, "d": 9}),
+        (exp.MapRemoveByKeyRelIndexRangeToEnd(None, "b", 1, mp), {"a": 1, "b": 5}),
+        (exp.MapRemoveByValue(None, 5, mp), {"a": 1, "c": 3, "d": 9}),
+        (exp.MapRemoveByValueList(None, [1, 9], mp), {"b": 5, "c": 3}),
+        (exp.MapRemoveByValueRange(None, 3, 6, mp), {"a": 1, "d": 9}),
+        (exp.MapRemoveByValueRange(None, 3, 6, mp, inverted=True), {"b": 5, "c": 3}),
+        (exp.MapRemoveByValueRelRankRangeToEnd(None, 5, 0, mp), {"a": 1, "c": 3}),
+        (exp.MapRemoveByIndex(None, 0, mp), {"b": 5, "c": 3, "d": 9}),
+        (exp.MapRemoveByIndexRangeToEnd(None, 2, mp), {"a": 1, "b": 5}),
+        (exp.MapRemoveByIndexRange(None, 1, 2, mp), {"a": 1, "d": 9}),
+        (exp.MapRemoveByRank(None, -1, mp), {"a": 1, "b": 5, "c": 3}),
+        (exp.MapRemoveByRankRangeToEnd(None, 2, mp), {"a": 1, "c": 3}),
+        (exp.MapRemoveByRankRange(None, 0, 2, mp), {"b": 5, "d": 9}),
+    ]
+    for expression, expected in list_cases + map_cases:
+        _, _, bins = client.operate(key, [eo.expression_read("out", expression.compile())])
+        assert bins["out"] == expected, (type(expression).__name__, bins["out"], expected)
+    assert client.get(key)[2] == {"l": original_l, "m": original_m}
+    # A modified copy in a nested call, and stored by an expression write.
+    appended_sorted = exp.ListSort(None, aerospike.LIST_SORT_DEFAULT, exp.ListAppend(None, None, 4, lst))
+    client.operate(key, [eo.expression_write("l2", appended_sorted.compile()),
+                         eo.expression_write("m2", exp.MapPut(None, None, "k", [1], mp).compile())])
+    bins = client.get(key)[2]
+    assert bins["l2"] == [1, 3, 4, 5, 7, 9]
+    assert bins["m2"] == {**original_m, "k": [1]}
+    assert bins["l"] == original_l

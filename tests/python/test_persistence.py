@@ -580,18 +580,24 @@ def test_a_damaged_block_header_skips_only_that_block(nodes, tmp_path):
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("data_in_memory", ["false", "true"])
 def test_defrag_reclaims_space_under_overwrites(nodes, tmp_path, data_in_memory):
-    # 4 MiB of blocks; write 15x that in overwrites of 300 keys.
-    node = nodes(config(tmp_path / "ns.dat", filesize="4M", defrag_sleep="0",
+    # 16 MiB of blocks (256); write 4x that in overwrites of 300 keys, at
+    # most about 20 MB/s. (Unpaced, one client writes 70 MB/s: a 16 MiB
+    # file is then used up in a quarter of a second, faster than emptied
+    # blocks come back, free blocks fall under min-avail-pct and writes
+    # stop with 8, as Aerospike's would.)
+    node = nodes(config(tmp_path / "ns.dat", filesize="16M", defrag_sleep="0",
                         flush_max_ms="50", data_in_memory=data_in_memory)).start()
     c = node.client()
     payload = "d" * 1000
     total = 0
-    rounds = 200
+    rounds = 250
     for r in range(rounds):
+        started = time.monotonic()
         for i in range(300):
             c.put(key(i), {"r": r, "p": payload})
             total += 1100
-    assert total > 15 * 4 * 1024 * 1024
+        time.sleep(max(0.0, started + 0.016 - time.monotonic()))
+    assert total > 4 * 16 * 1024 * 1024
     stats = node.stats()
     assert int(stats["storage-engine.defrag_blocks"]) > 50, stats
     assert int(stats["device_available_pct"]) >= 20, stats

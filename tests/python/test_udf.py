@@ -98,6 +98,15 @@ function hog(rec)
     for i = 1, 1e9 do t[i] = string.rep('x', 1000000) .. i end
 end
 
+function bytes_hog(rec)
+    local t = {}
+    for i = 1, 1e6 do
+        local b = bytes()
+        bytes.set_byte(b, 4000000, 1)
+        t[i] = b
+    end
+end
+
 function escape(rec)
     return io.open('/etc/passwd'):read('*a')
 end
@@ -251,6 +260,44 @@ def test_record_udfs_read_write_create_and_remove(client, modules, fresh_set):
     assert 990 <= client.get(key)[1]["ttl"] <= 1000
 
 
+BYTES_UDF = """
+function pack(rec)
+    local b = bytes(18)
+    local empty = b[1] == nil and bytes.size(b) == 0
+    bytes.set_int16(b, 1, 0x5555)
+    bytes.set_int32(b, 3, 0x66778899)
+    rec['blob'] = b
+    aerospike:update(rec)
+    return list{empty, bytes.size(b), tostring(b)}
+end
+
+function unpack(rec)
+    local b = rec['blob']
+    return list{bytes.get_int16(b, 1), bytes.get_int32_le(b, 3), bytes.get_byte(b, 7), bytes.get_type(b)}
+end
+
+function build(rec)
+    local b = bytes()
+    bytes.append_string(b, 'id:')
+    bytes.append_int32_le(b, 258)
+    bytes.append_bytes(b, rec['blob'], 2)
+    return b
+end
+"""
+
+
+def test_the_bytes_api_writes_and_reads_blob_bins_as_the_server_does(client, modules, fresh_set):
+    """bytes(18) reserves 18 bytes and holds none (the server's as_bytes);
+    a bin set to it stores what was written, not the capacity."""
+    module = modules(BYTES_UDF)
+    key = (NS, fresh_set, "b")
+    client.put(key, {"n": 1})
+    assert client.apply(key, module, "pack", []) == [True, 6, "55 55 66 77 88 99"]
+    assert client.get(key)[2]["blob"] == b"\x55\x55\x66\x77\x88\x99"
+    assert client.apply(key, module, "unpack", []) == [0x5555, -1719109786, None, 4]
+    assert bytes(client.apply(key, module, "build", [])) == b"id:\x02\x01\x00\x00\x55\x55"
+
+
 @pytest.fixture(scope="module")
 def echo_module(client, tmp_path_factory):
     client.udf_put(str(module_file(tmp_path_factory.mktemp("echo"), "echo_values.lua", RECORD_UDF)))
@@ -294,7 +341,8 @@ def test_hostile_udfs_end_in_errors_and_the_node_stays_up(server, client, module
     client.put(key, {"n": 1})
     # The memory hog gets time enough to reach the memory limit first.
     for function, text, timeout_ms in [("spin", "Timeout", 2000), ("spin_in_pcall", "Timeout", 2000),
-                                       ("hog", "memory", 10000), ("escape", "nil", 2000),
+                                       ("hog", "memory", 10000), ("bytes_hog", "memory", 10000),
+                                       ("escape", "nil", 2000),
                                        ("shell", "nil", 2000)]:
         started = time.monotonic()
         with pytest.raises(ex.UDFError) as error:

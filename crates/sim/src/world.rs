@@ -326,6 +326,10 @@ struct World {
     load: bool,
     /// The node cut off by a split, while it lasts (and a little after).
     split: Option<usize>,
+    /// From a split's heal until the cluster has converged: the sides may
+    /// merge in steps, and a step that lacks every copy of a partition
+    /// starts it empty again, as a side of the split did.
+    merging: bool,
     trace: VecDeque<String>,
     events: u64,
     acknowledged: u64,
@@ -399,6 +403,7 @@ impl World {
             history: BTreeMap::new(),
             load: false,
             split: None,
+            merging: false,
             trace: VecDeque::new(),
             events: 0,
             acknowledged: 0,
@@ -582,6 +587,7 @@ impl World {
             if !self.converge(&label) {
                 return;
             }
+            self.merging = false;
             self.run_for(500);
         }
         // A settled cluster serves every request in time: a last stretch of
@@ -646,6 +652,7 @@ impl World {
             self.run_for(hold);
             self.blocked.clear();
             self.log("split healed".into());
+            self.merging = true;
             self.run_for(3000);
             self.split = None;
         } else if choice < 85 && self.nodes.len() < 5 {
@@ -1758,8 +1765,16 @@ impl World {
         };
         node.inflight[write.pid] -= 1;
         // What the cut-off side of a split acknowledges may lose to the
-        // other side when they merge (AP, as documented): not checked.
-        if self.split == Some(index) {
+        // other side when they merge (AP, as documented): not checked. Nor
+        // what a node acknowledges between the heal and convergence while
+        // its cluster is not yet every live node (a partial merge is one
+        // more side).
+        let partial = self.merging && {
+            let members: BTreeSet<NodeId> =
+                self.nodes[index].routing.members.iter().copied().collect();
+            self.live().any(|n| !members.contains(&n.id))
+        };
+        if self.split == Some(index) || partial {
             self.history.entry(write.key).or_default().exempt = true;
         }
         self.reply(index, op, write.reply_to, write.result);

@@ -47,6 +47,11 @@ pub struct ScanJob {
     bins: Vec<Vec<u8>>,
     no_bin_data: bool,
     partitions: Vec<PartitionCursor>,
+    /// No partition list was given: the client sent the same request to
+    /// every node (as the clients do for aggregations and some background
+    /// jobs), so this node covers the partitions it is the working master
+    /// of and passes over the rest without a word.
+    whole_node: bool,
     next: usize,
     records_max: u64,
     records_sent: u64,
@@ -147,6 +152,7 @@ fn plan(
         bins,
         no_bin_data: header.info1 & info1::NO_BIN_DATA != 0,
         partitions: partitions(fields.pid_array, fields.digest_array)?,
+        whole_node: fields.pid_array.is_none() && fields.digest_array.is_none(),
         next: 0,
         records_max: number(fields.max_records)?,
         records_sent: 0,
@@ -251,8 +257,12 @@ fn number(field: Option<&[u8]>) -> Result<u64, ResultCode> {
 }
 
 impl StreamJob for ScanJob {
+    /// A scan is background work; a secondary-index query reads only the
+    /// records it matches, so it runs in the foreground (on the blocking
+    /// pool, at normal priority) and its latency does not depend on the
+    /// CPU the event loops leave.
     fn is_background(&self) -> bool {
-        true
+        self.query.is_none()
     }
 
     fn fill(&mut self, out: &mut Vec<u8>) -> bool {
@@ -318,11 +328,37 @@ impl ScanJob {
     /// them, or applies a background job's write to them), or answers that
     /// this node does not serve it.
     fn scan_partition(&mut self, pid: u16, resume: Option<[u8; DIGEST_BYTES]>, out: &mut Vec<u8>) {
-        if !serves_scan(&self.routing, self.namespace_index, usize::from(pid)) {
-            append_partition_unavailable(out, pid);
+        let served = if self.whole_node {
+            masters_scan(&self.routing, self.namespace_index, usize::from(pid))
+        } else {
+            serves_scan(&self.routing, self.namespace_index, usize::from(pid))
+        };
+        if !served {
+            match &self.mode {
+                // A background job counts the partition as done (its
+                // progress would never reach 100% otherwise).
+                Mode::Background(work) => work.job.partition_done(),
+                _ if self.whole_node => {}
+                _ => append_partition_unavailable(out, pid),
+            }
             return;
         }
-        let now = now_citrusleaf_seconds();
+        // A selective query finds nothing in most partitions: it looks at
+        // the partition's index tree first and takes the partition's lock
+        // (and reads the clock) only where there is something. Seeing no
+        // candidate is as if the query had read the partition before any
+        // write in progress; candidates are looked up again under the lock.
+        if self
+            .query
+            .as_ref()
+            .is_some_and(|query| query.candidates(pid, resume).is_empty())
+        {
+            if let Mode::Background(work) = &self.mode {
+                work.job.partition_done();
+            }
+            return;
+        }
+        let now = std::cell::OnceCell::new();
         let namespace = self.namespace.clone();
         let namespace = &namespace;
         let Some(table) = namespace.read_partition(usize::from(pid)) else {
@@ -332,7 +368,7 @@ impl ScanJob {
         let mut digests = Vec::new();
         let wanted = |entry: &bolide_store::Entry<'_>| {
             self.set_id.is_none_or(|set| set == entry.meta.set_id)
-                && !namespace.is_doomed(&entry.meta, now)
+                && !namespace.is_doomed(&entry.meta, *now.get_or_init(now_citrusleaf_seconds))
         };
         let mut entries = Vec::new();
         match &self.query {
@@ -508,6 +544,15 @@ pub fn serves_scan(routing: &Routing, namespace: usize, pid: usize) -> bool {
         let route = ns.route(pid);
         route.reads_here() && !route.resolves_duplicates()
     })
+}
+
+/// Whether this node covers partition `pid` in a request sent to every
+/// node alike (no partition list): it is the working master.
+pub fn masters_scan(routing: &Routing, namespace: usize, pid: usize) -> bool {
+    routing
+        .namespaces
+        .get(namespace)
+        .is_some_and(|ns| ns.route(pid).writes_here())
 }
 
 /// A partition-done record with result 11: the client asks another node

@@ -1,9 +1,10 @@
 //! The Lua API a UDF uses: `record` (a record userdata and its functions),
-//! `bytes`, `aerospike` (create, update, exists, remove, log), GeoJSON
+//! `aerospike` (create, update, exists, remove, log), GeoJSON
 //! values, `require` of other registered modules, and the conversion of
 //! values between Lua and [`Value`]. Lists, maps and streams are Lua code
-//! (`prelude.lua`).
+//! (`prelude.lua`); `bytes` is in `bytes.rs`.
 
+use crate::bytes::Bytes;
 use crate::value::Value;
 use crate::{timed_out, RecordInfo, RecordOutcome, Sources, UdfError};
 use bolide_types::{particle, BIN_NAME_BYTES_MAX};
@@ -20,8 +21,6 @@ use std::sync::Arc;
 const DEPTH_MAX: usize = 64;
 /// Bins a UDF may leave in a record.
 const BINS_MAX: usize = bolide_types::BINS_PER_RECORD_MAX;
-/// Largest `bytes` value a UDF may build.
-const BYTES_MAX: usize = 16 * 1024 * 1024;
 
 const PRELUDE: &str = include_str!("prelude.lua");
 const LIST_META: &str = "bolide.list";
@@ -159,37 +158,6 @@ fn unsupported(name: &[u8]) -> mlua::Error {
     ))
 }
 
-/// A blob (`bytes` in Lua) and its particle type.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Bytes {
-    kind: u8,
-    data: Vec<u8>,
-}
-
-impl UserData for Bytes {
-    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
-        methods.add_meta_method(MetaMethod::Len, |_, b, ()| Ok(b.data.len()));
-        methods.add_meta_method(MetaMethod::Index, |_, b, i: i64| {
-            Ok(position(i, b.data.len()).and_then(|p| b.data.get(p).copied()))
-        });
-        methods.add_meta_method_mut(MetaMethod::NewIndex, |_, b, (i, v): (i64, u8)| {
-            if let Some(p) = position(i, b.data.len()) {
-                if let Some(slot) = b.data.get_mut(p) {
-                    *slot = v;
-                }
-            }
-            Ok(())
-        });
-        methods.add_meta_method(MetaMethod::ToString, |_, b, ()| {
-            let hex: Vec<String> = b.data.iter().map(|byte| format!("{byte:02X}")).collect();
-            Ok(format!("Bytes([{}])", hex.join(", ")))
-        });
-        methods.add_meta_method(MetaMethod::Eq, |_, b, other: AnyUserData| {
-            Ok(other.borrow::<Bytes>().is_ok_and(|other| *other == *b))
-        });
-    }
-}
-
 /// A GeoJSON value.
 #[derive(Clone, Debug)]
 pub struct GeoJson(Vec<u8>);
@@ -198,12 +166,6 @@ impl UserData for GeoJson {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_meta_method(MetaMethod::ToString, |lua, g, ()| lua.create_string(&g.0));
     }
-}
-
-/// A 1-based index into `len` items.
-fn position(i: i64, len: usize) -> Option<usize> {
-    let p = usize::try_from(i.checked_sub(1)?).ok()?;
-    (p < len).then_some(p)
 }
 
 /// Sets up the API and the sandbox in a new state.
@@ -226,6 +188,12 @@ pub fn install(lua: &Lua, sources: Arc<dyn Sources>) -> mlua::Result<()> {
             Ok(())
         })?,
     )?;
+    globals.set(
+        "bolide_nbytes",
+        lua.create_function(|lua, value: LuaValue| {
+            Ok(from_lua(lua, &value, 0).to_msgpack().len())
+        })?,
+    )?;
     sandbox(lua, &globals, sources)?;
     lua.load(PRELUDE).set_name("@bolide").exec()?;
     let list_meta: Table = globals.get("List")?;
@@ -233,7 +201,7 @@ pub fn install(lua: &Lua, sources: Arc<dyn Sources>) -> mlua::Result<()> {
     lua.set_named_registry_value(LIST_META, list_meta)?;
     lua.set_named_registry_value(MAP_META, map_meta)?;
     install_record(lua, &globals)?;
-    install_bytes(lua, &globals)?;
+    crate::bytes::install(lua, &globals)?;
     install_aerospike(lua, &globals)?;
     Ok(())
 }
@@ -396,202 +364,6 @@ enum RecordField {
     Nil,
 }
 
-fn install_bytes(lua: &Lua, globals: &Table) -> mlua::Result<()> {
-    let bytes = lua.create_table()?;
-    let create = lua.create_function(|_, size: Option<i64>| {
-        let size = usize::try_from(size.unwrap_or(0)).unwrap_or(0);
-        if size > BYTES_MAX {
-            return Err(mlua::Error::RuntimeError("bytes too large".to_owned()));
-        }
-        Ok(Bytes {
-            kind: particle::BLOB,
-            data: vec![0; size],
-        })
-    })?;
-    let meta = lua.create_table()?;
-    meta.set(
-        "__call",
-        lua.create_function(move |_, (_, size): (LuaValue, Option<i64>)| {
-            create.call::<AnyUserData>(size)
-        })?,
-    )?;
-    bytes.set_metatable(Some(meta))?;
-    bytes.set(
-        "size",
-        lua.create_function(|_, b: AnyUserData| Ok(b.borrow::<Bytes>()?.data.len()))?,
-    )?;
-    bytes.set(
-        "set_size",
-        lua.create_function(|_, (b, size): (AnyUserData, i64)| {
-            let size = usize::try_from(size).unwrap_or(0).min(BYTES_MAX);
-            b.borrow_mut::<Bytes>()?.data.resize(size, 0);
-            Ok(true)
-        })?,
-    )?;
-    bytes.set(
-        "get_type",
-        lua.create_function(|_, b: AnyUserData| Ok(b.borrow::<Bytes>()?.kind))?,
-    )?;
-    bytes.set(
-        "set_type",
-        lua.create_function(|_, (b, kind): (AnyUserData, u8)| {
-            b.borrow_mut::<Bytes>()?.kind = kind;
-            Ok(true)
-        })?,
-    )?;
-    bytes.set(
-        "get_byte",
-        lua.create_function(|_, (b, i): (AnyUserData, i64)| {
-            let b = b.borrow::<Bytes>()?;
-            Ok(position(i, b.data.len()).and_then(|p| b.data.get(p).copied()))
-        })?,
-    )?;
-    bytes.set(
-        "set_byte",
-        lua.create_function(|_, (b, i, v): (AnyUserData, i64, u8)| {
-            let mut b = b.borrow_mut::<Bytes>()?;
-            let len = b.data.len();
-            Ok(match position(i, len).and_then(|p| b.data.get_mut(p)) {
-                Some(slot) => {
-                    *slot = v;
-                    true
-                }
-                None => false,
-            })
-        })?,
-    )?;
-    bytes.set(
-        "get_string",
-        lua.create_function(|lua, (b, i, len): (AnyUserData, i64, i64)| {
-            let b = b.borrow::<Bytes>()?;
-            let start = position(i, b.data.len());
-            let len = usize::try_from(len).unwrap_or(0);
-            match start.and_then(|s| b.data.get(s..s.saturating_add(len))) {
-                Some(slice) => Ok(LuaValue::String(lua.create_string(slice)?)),
-                None => Ok(LuaValue::Nil),
-            }
-        })?,
-    )?;
-    bytes.set(
-        "set_string",
-        lua.create_function(|_, (b, i, s): (AnyUserData, i64, mlua::String)| {
-            let mut b = b.borrow_mut::<Bytes>()?;
-            let s = s.as_bytes();
-            let Some(start) = usize::try_from(i - 1).ok() else {
-                return Ok(false);
-            };
-            let end = start.saturating_add(s.len());
-            if end > BYTES_MAX {
-                return Ok(false);
-            }
-            if b.data.len() < end {
-                b.data.resize(end, 0);
-            }
-            if let Some(slot) = b.data.get_mut(start..end) {
-                slot.copy_from_slice(&s);
-            }
-            Ok(true)
-        })?,
-    )?;
-    bytes.set(
-        "append_string",
-        lua.create_function(|_, (b, s): (AnyUserData, mlua::String)| {
-            let mut b = b.borrow_mut::<Bytes>()?;
-            if b.data.len() + s.as_bytes().len() > BYTES_MAX {
-                return Ok(false);
-            }
-            b.data.extend_from_slice(&s.as_bytes());
-            Ok(true)
-        })?,
-    )?;
-    bytes.set(
-        "append_byte",
-        lua.create_function(|_, (b, v): (AnyUserData, u8)| {
-            let mut b = b.borrow_mut::<Bytes>()?;
-            if b.data.len() >= BYTES_MAX {
-                return Ok(false);
-            }
-            b.data.push(v);
-            Ok(true)
-        })?,
-    )?;
-    bytes.set(
-        "append_bytes",
-        lua.create_function(
-            |_, (b, other, len): (AnyUserData, AnyUserData, Option<i64>)| {
-                let other = other.borrow::<Bytes>()?.data.clone();
-                let len = len
-                    .and_then(|len| usize::try_from(len).ok())
-                    .unwrap_or(other.len())
-                    .min(other.len());
-                let mut b = b.borrow_mut::<Bytes>()?;
-                if b.data.len() + len > BYTES_MAX {
-                    return Ok(false);
-                }
-                b.data
-                    .extend_from_slice(other.get(..len).unwrap_or_default());
-                Ok(true)
-            },
-        )?,
-    )?;
-    for (name, width, big_endian) in [
-        ("int16", 2, true),
-        ("int16_be", 2, true),
-        ("int16_le", 2, false),
-        ("int32", 4, true),
-        ("int32_be", 4, true),
-        ("int32_le", 4, false),
-        ("int64", 8, true),
-        ("int64_be", 8, true),
-        ("int64_le", 8, false),
-    ] {
-        bytes.set(
-            format!("get_{name}"),
-            lua.create_function(move |_, (b, i): (AnyUserData, i64)| {
-                let b = b.borrow::<Bytes>()?;
-                let Some(start) = position(i, b.data.len()) else {
-                    return Ok(None);
-                };
-                let Some(slice) = b.data.get(start..start + width) else {
-                    return Ok(None);
-                };
-                let mut value: u64 = 0;
-                for (k, byte) in slice.iter().enumerate() {
-                    let shift = if big_endian { width - 1 - k } else { k } * 8;
-                    value |= u64::from(*byte) << shift;
-                }
-                // Sign-extend from the width.
-                let unused = 64 - width * 8;
-                Ok(Some(((value << unused) as i64) >> unused))
-            })?,
-        )?;
-        bytes.set(
-            format!("set_{name}"),
-            lua.create_function(move |_, (b, i, v): (AnyUserData, i64, i64)| {
-                let mut b = b.borrow_mut::<Bytes>()?;
-                let Some(start) = usize::try_from(i - 1).ok() else {
-                    return Ok(false);
-                };
-                let end = start + width;
-                if end > BYTES_MAX {
-                    return Ok(false);
-                }
-                if b.data.len() < end {
-                    b.data.resize(end, 0);
-                }
-                for k in 0..width {
-                    let shift = if big_endian { width - 1 - k } else { k } * 8;
-                    if let Some(slot) = b.data.get_mut(start + k) {
-                        *slot = (v >> shift) as u8;
-                    }
-                }
-                Ok(true)
-            })?,
-        )?;
-    }
-    globals.set("bytes", bytes)
-}
-
 fn install_aerospike(lua: &Lua, globals: &Table) -> mlua::Result<()> {
     let aerospike = lua.create_table()?;
     let with_rec = |f: fn(&mut RecState) -> i64| {
@@ -742,10 +514,9 @@ pub fn to_lua(lua: &Lua, value: &Value, depth: usize) -> mlua::Result<LuaValue> 
         Value::Int(i) => LuaValue::Integer(*i),
         Value::Float(f) => LuaValue::Number(*f),
         Value::Str(s) => LuaValue::String(lua.create_string(s)?),
-        Value::Bytes(kind, data) => LuaValue::UserData(lua.create_userdata(Bytes {
-            kind: *kind,
-            data: data.clone(),
-        })?),
+        Value::Bytes(kind, data) => {
+            LuaValue::UserData(lua.create_userdata(Bytes::new(lua, *kind, data.clone())?)?)
+        }
         Value::Geo(text) => LuaValue::UserData(lua.create_userdata(GeoJson(text.clone()))?),
         Value::List(items) => {
             let values = lua.create_table_with_capacity(items.len(), 0)?;
@@ -799,7 +570,7 @@ pub fn from_lua(lua: &Lua, value: &LuaValue, depth: usize) -> Value {
         LuaValue::String(s) => Value::Str(s.as_bytes().to_vec()),
         LuaValue::UserData(data) => {
             if let Ok(bytes) = data.borrow::<Bytes>() {
-                Value::Bytes(bytes.kind, bytes.data.clone())
+                Value::Bytes(bytes.kind, bytes.value().to_vec())
             } else if let Ok(geo) = data.borrow::<GeoJson>() {
                 Value::Geo(geo.0.clone())
             } else {

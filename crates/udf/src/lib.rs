@@ -15,6 +15,7 @@
 #![deny(clippy::unwrap_used)]
 
 mod api;
+pub mod bytes;
 pub mod value;
 
 pub use value::Value;

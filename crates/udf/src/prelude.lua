@@ -66,11 +66,26 @@ List.__len = function(l)
     return rawget(l, '_n')
 end
 
+-- A value inside a list or map as the server writes it (as_val_tostring):
+-- strings quoted, integers in decimal, floats as %.16g, nil as NIL, an
+-- empty bytes value as <NULL>.
 local function show(v)
-    if type(v) == 'string' then
-        return v
+    local kind = type(v)
+    if kind == 'string' then
+        return '"' .. v .. '"'
+    elseif kind == 'nil' then
+        return 'NIL'
+    elseif kind == 'number' then
+        if math.type(v) == 'integer' then
+            return string.format('%d', v)
+        end
+        return string.format('%.16g', v)
     end
-    return tostring(v)
+    local text = tostring(v)
+    if text == 'Bytes()' then
+        return '<NULL>'
+    end
+    return text
 end
 
 List.__tostring = function(l)
@@ -79,7 +94,7 @@ List.__tostring = function(l)
     for i = 1, rawget(l, '_n') do
         parts[i] = show(values[i])
     end
-    return 'List(' .. table.concat(parts, ', ') .. ')'
+    return '[' .. table.concat(parts, ', ') .. ']'
 end
 
 local function new_list()
@@ -114,6 +129,17 @@ end
 function list.size(l)
     local _, n = check_list(l)
     return n
+end
+
+function list.tostring(l)
+    check_list(l)
+    return tostring(l)
+end
+
+-- Bytes of the list serialized (msgpack, as the server stores it).
+function list.nbytes(l)
+    check_list(l)
+    return bolide_nbytes(l)
 end
 
 function list.append(l, v)
@@ -303,9 +329,9 @@ Map.__tostring = function(m)
     local parts = {}
     local values = rawget(m, '_v')
     for i, k in ipairs(rawget(m, '_k')) do
-        parts[i] = show(k) .. '=' .. show(values[k])
+        parts[i] = show(k) .. ':' .. show(values[k])
     end
-    return 'Map(' .. table.concat(parts, ', ') .. ')'
+    return '{' .. table.concat(parts, ', ') .. '}'
 end
 
 local function new_map()
@@ -338,6 +364,17 @@ end
 function map.size(m)
     local keys = check_map(m)
     return #keys
+end
+
+function map.tostring(m)
+    check_map(m)
+    return tostring(m)
+end
+
+-- Bytes of the map serialized (msgpack, as the server stores it).
+function map.nbytes(m)
+    check_map(m)
+    return bolide_nbytes(m)
 end
 
 function map.pairs(m)

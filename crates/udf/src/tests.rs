@@ -293,3 +293,195 @@ fn sources_are_checked_and_modules_reload_on_a_new_generation() {
         Ok(Value::Int(8))
     );
 }
+
+/// The `bytes` module answers as the server's mod-lua does (its C source:
+/// `bytes(n)` reserves n bytes and holds none, writes past the size grow
+/// it, values out of a width's range are refused, `set_size` only checks
+/// the capacity, the var-int writers leave the size alone).
+#[test]
+fn bytes_behave_as_the_servers() {
+    let int = Value::Int;
+    let t = Value::Bool(true);
+    let f = Value::Bool(false);
+    let s = |text: &str| Value::Str(text.as_bytes().to_vec());
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        (
+            "local b = bytes(18) return list{bytes.size(b), #b, b[1] == nil, tostring(b)}",
+            vec![int(0), int(0), t.clone(), s("Bytes()")],
+        ),
+        (
+            "local b = bytes(18) b[1] = 5 return list{b[1], bytes.size(b)}",
+            vec![int(5), int(1)],
+        ),
+        (
+            "local b = bytes() local ok = bytes.set_byte(b, 3, 7) return list{ok, bytes.size(b), b[1], b[2], b[3]}",
+            vec![t.clone(), int(3), int(0), int(0), int(7)],
+        ),
+        (
+            "local b = bytes(18) bytes.set_int16(b, 1, 0x5555) bytes.set_int32(b, 3, 0x66778899) \
+             return list{tostring(b), bytes.get_int16(b, 1), bytes.get_int32_le(b, 3), bytes.get_int16(b, 6) == nil}",
+            vec![s("55 55 66 77 88 99"), int(0x5555), int(-1719109786), t.clone()],
+        ),
+        (
+            "local b = bytes() return list{bytes.set_int16(b, 1, 40000), bytes.set_int16_le(b, 1, -32768), \
+             bytes.set_int32(b, 3, 2147483648), bytes.set_byte(b, 1, 256), bytes.set_byte(b, 0, 1), \
+             bytes.append_byte(b, -1), bytes.append_int16(b, 32768), bytes.size(b), b[1], b[2]}",
+            vec![f.clone(), t.clone(), f.clone(), f.clone(), f.clone(), f.clone(), f.clone(), int(2), int(0), int(0x80)],
+        ),
+        (
+            "local b = bytes() local o = bytes() bytes.append_string(o, 'xyz') \
+             return list{bytes.append_string(b, ''), bytes.append_string(b, 'ab'), bytes.append_bytes(b, o), \
+             bytes.append_bytes(b, o, 10), bytes.append_int16_le(b, 258), bytes.size(b), bytes.get_string(b, 2, 4), \
+             bytes.get_string(b, 6, 3) == nil, bytes.get_byte(b, 6), bytes.get_byte(b, 7)}",
+            vec![f.clone(), t.clone(), f.clone(), t.clone(), t.clone(), int(7), s("bxyz"), t.clone(), int(2), int(1)],
+        ),
+        (
+            "local b = bytes(4) return list{bytes.set_size(b, 4), bytes.set_size(b, 5), bytes.set_size(b, -1), bytes.size(b)}",
+            vec![t.clone(), f.clone(), f.clone(), int(0)],
+        ),
+        (
+            // append_var_int writes past the size without growing it; a
+            // later write reaching past it brings its first byte in.
+            "local b = bytes() bytes.append_byte(b, 1) local n = bytes.append_var_int(b, 300) local before = bytes.size(b) \
+             bytes.set_byte(b, 3, 9) local v, read = bytes.get_var_int(b, 2) \
+             return list{n, before, bytes.size(b), b[2], v, read}",
+            vec![int(2), int(1), int(3), int(0xac), int(1196), int(2)],
+        ),
+        (
+            "local b = bytes() bytes.set_string(b, 1, 'xyz') local n = bytes.set_var_int(b, 1, 300) local v, read = bytes.get_var_int(b, 1) \
+             return list{n, bytes.size(b), v, read, bytes.set_var_int(b, 1, 2147483648), bytes.get_var_int(b, 3) == 122}",
+            vec![int(2), int(3), int(300), int(2), int(0), t.clone()],
+        ),
+        (
+            "local b = bytes() bytes.append_string(b, 'hello') local c = bytes.get_bytes(b, 2, 3) \
+             return list{bytes.size(c), tostring(c), bytes.get_bytes(b, 4, 3) == nil, bytes.get_type(c), \
+             bytes.set_type(c, 0), bytes.set_type(c, 7), bytes.get_type(c)}",
+            vec![int(3), s("65 6C 6C"), t.clone(), int(4), f.clone(), t.clone(), int(7)],
+        ),
+        (
+            "local b = bytes() b[1] = 300 b[0] = 1 local a, c = bytes(), bytes() \
+             return list{bytes.size(b), a == c, a == a}",
+            vec![int(0), f.clone(), t.clone()],
+        ),
+        (
+            "local b = bytes() bytes.set_bytes(b, 2, b, 5) local o = bytes() bytes.append_string(o, 'abc') \
+             return list{bytes.size(b), bytes.set_bytes(b, 2, o, 2), bytes.size(b), bytes.get_string(b, 2, 2), \
+             bytes.set_bytes(b, 0, o, 2)}",
+            vec![int(1), t.clone(), int(3), s("ab"), f.clone()],
+        ),
+    ];
+    let mut module = String::new();
+    for (i, (body, _)) in cases.iter().enumerate() {
+        module.push_str(&format!("function c{i}(rec) {body} end\n"));
+    }
+    let s = sources(&[("b", &module)], 1);
+    for (i, (body, expected)) in cases.iter().enumerate() {
+        let (result, _) =
+            apply_record(&s, "b", &format!("c{i}"), &[], RecordInfo::default(), LIMIT);
+        assert_eq!(result, Ok(Value::List(expected.clone())), "{body}");
+    }
+}
+
+/// A bin set to a `bytes` value stores its size's worth, not its capacity;
+/// the buffers count against a budget of their own (they are outside the
+/// Lua state's memory limit), and unreachable ones are collected to make
+/// room.
+#[test]
+fn bytes_values_are_stored_by_size_and_kept_within_a_budget() {
+    let s = sources(
+        &[(
+            "b",
+            r#"
+            function store(rec)
+                local b = bytes(100)
+                bytes.append_string(b, 'ab')
+                rec['blob'] = b
+                aerospike:update(rec)
+                return bytes.size(rec['blob'])
+            end
+            function hoard(rec)
+                local t = {}
+                for i = 1, 200 do
+                    local b = bytes()
+                    bytes.set_byte(b, 1000000, 1)
+                    t[i] = b
+                end
+                return #t
+            end
+            function churn(rec)
+                for i = 1, 300 do
+                    local b = bytes()
+                    bytes.set_byte(b, 1000000, 1)
+                end
+                return 'done'
+            end
+            function huge(rec) return bytes(20 * 1024 * 1024) end
+            "#,
+        )],
+        1,
+    );
+    let (result, outcome) = apply_record(&s, "b", "store", &[], record(&[]), LIMIT);
+    assert_eq!(result, Ok(Value::Int(2)));
+    assert_eq!(
+        outcome.bins,
+        vec![(b"blob".to_vec(), Value::Bytes(4, b"ab".to_vec()))]
+    );
+    let long = Duration::from_secs(5);
+    let (result, _) = apply_record(&s, "b", "hoard", &[], RecordInfo::default(), long);
+    let Err(UdfError(message)) = result else {
+        panic!("200 MB of bytes should be refused: {result:?}");
+    };
+    assert!(message.contains("memory"), "{message}");
+    let (result, _) = apply_record(&s, "b", "churn", &[], RecordInfo::default(), long);
+    assert_eq!(result, Ok(Value::Str(b"done".to_vec())));
+    let (result, _) = apply_record(&s, "b", "huge", &[], RecordInfo::default(), LIMIT);
+    assert!(
+        matches!(result, Err(UdfError(ref m)) if m.contains("too large")),
+        "{result:?}"
+    );
+    assert!(crate::bytes::held() <= crate::bytes::BYTES_BUDGET);
+}
+
+/// `tostring` of lists and maps, `list.tostring`, `map.tostring` and the
+/// `nbytes` functions answer as the server's as_val_tostring and msgpack
+/// serializer do.
+#[test]
+fn list_and_map_text_and_sizes_are_the_servers() {
+    let s = sources(
+        &[(
+            "t",
+            r#"
+            function text(rec)
+                local l = list{1, 'ab', 2.5, true, list{3}, map{x = 1}, bytes()}
+                return list{tostring(l), list.tostring(list()), map.tostring(map{k = 'v'}), tostring(map())}
+            end
+            function sizes(rec)
+                return list{list.nbytes(list{1, 'ab', 2.5}), map.nbytes(map{a = 1}), list.nbytes(list())}
+            end
+            "#,
+        )],
+        1,
+    );
+    let s_ = |text: &str| Value::Str(text.as_bytes().to_vec());
+    let (result, _) = apply_record(&s, "t", "text", &[], RecordInfo::default(), LIMIT);
+    assert_eq!(
+        result,
+        Ok(Value::List(vec![
+            s_(r#"[1, "ab", 2.5, true, [3], {"x":1}, <NULL>]"#),
+            s_("[]"),
+            s_(r#"{"k":"v"}"#),
+            s_("{}"),
+        ]))
+    );
+    let (result, _) = apply_record(&s, "t", "sizes", &[], RecordInfo::default(), LIMIT);
+    // [1, "ab", 2.5]: array header, 1, a string with its type byte (4), a
+    // float64 (9); {a: 1}: map header, "a" with its type byte (3), 1.
+    assert_eq!(
+        result,
+        Ok(Value::List(vec![
+            Value::Int(15),
+            Value::Int(5),
+            Value::Int(1)
+        ]))
+    );
+}

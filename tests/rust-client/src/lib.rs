@@ -22,6 +22,8 @@ use aerospike::{
     Client, ClientPolicy, Error, ErrorKind, Key, ReadPolicy, ResultCode, Value, WritePolicy,
 };
 
+pub mod cluster;
+
 /// Namespace configured in every test server.
 pub const NAMESPACE: &str = "test";
 /// Cluster name configured in every test server.
@@ -60,7 +62,8 @@ fn free_port() -> u16 {
     l.local_addr().expect("local_addr").port()
 }
 
-fn unique_suffix() -> String {
+/// A name part no other test of this run (or another run) uses.
+pub fn unique_suffix() -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)

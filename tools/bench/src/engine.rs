@@ -833,8 +833,12 @@ mod tests {
         ));
         let report = run(&config, Box::new(std::io::sink())).expect("run");
         let reads = report.stats.kind(OpKind::Read);
+        // Kept: about 1000 (the ops due during the stall are sent late, not
+        // dropped). A machine busy enough to starve this thread costs some;
+        // 841 were seen at load 10 on 2 cores. Dropping the stalled ones
+        // would leave about 700.
         assert!(
-            reads.count() >= 900,
+            reads.count() >= 800,
             "schedule not kept: {} ops",
             reads.count()
         );
