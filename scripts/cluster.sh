@@ -6,7 +6,8 @@
 #   RF=3 STORAGE=device ./scripts/cluster.sh 3
 #
 # Node i (1..N) serves clients on port 3000 + 10*(i-1) (3000, 3010, 3020...),
-# its fabric on +1 and its heartbeat on +2; every node is told only of the
+# its fabric on +1 and its heartbeat on +2, and the web console and
+# /metrics on HTTP port 8081 + (i-1) (8081, 8082...); every node is told only of the
 # first node's heartbeat port (the mesh finds the rest). Configs, logs and
 # storage files go to $DIR (default ./cluster-data). The script waits until
 # every node reports the full cluster, prints how to reach it, and stops
@@ -19,6 +20,7 @@ RF="${RF:-2}"
 STORAGE="${STORAGE:-memory}"
 DIR="${DIR:-$ROOT/cluster-data}"
 BASE_PORT="${BASE_PORT:-3000}"
+HTTP_BASE_PORT="${HTTP_BASE_PORT:-8081}"
 BOLIDED="${BOLIDED_BIN:-$ROOT/target/release/bolided}"
 
 if [[ ! "$N" =~ ^[0-9]+$ ]] || (( N < 1 || N > 64 )); then
@@ -78,6 +80,10 @@ network {
         address 127.0.0.1
         port $((port + 1))
     }
+    http {
+        address 127.0.0.1
+        port $((HTTP_BASE_PORT + i - 1))
+    }
 }
 namespace test {
     replication-factor $RF
@@ -86,7 +92,7 @@ $engine
 EOF
     "$BOLIDED" --config "$node_dir/bolide.conf" > "$node_dir/bolided.log" 2>&1 &
     pids+=("$!")
-    echo "node $i: pid $!, service 127.0.0.1:$port, log $node_dir/bolided.log"
+    echo "node $i: pid $!, service 127.0.0.1:$port, console http://127.0.0.1:$((HTTP_BASE_PORT + i - 1))/, log $node_dir/bolided.log"
 done
 
 # Wait until every node's log says the full cluster formed.
@@ -119,5 +125,7 @@ echo
 echo "CLUSTER SIZE = $N. Seed any client with 127.0.0.1:$BASE_PORT, e.g."
 echo "  asinfo -h 127.0.0.1 -p $BASE_PORT -v statistics"
 echo "  benchmark -h 127.0.0.1 -p $BASE_PORT -n test -k 100000 -w RU,50"
+echo "  bolide -p $BASE_PORT info"
+echo "The console: http://127.0.0.1:$HTTP_BASE_PORT/ (every node's; Prometheus scrapes /metrics on each)."
 echo "Ctrl-C stops every node."
 wait

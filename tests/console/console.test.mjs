@@ -107,11 +107,78 @@ namespace disk {
   return { port, httpPort, url: `http://127.0.0.1:${httpPort}/`, child, log: () => log };
 }
 
+// A node of a cluster on loopback: heartbeat (mesh, seeded with the first
+// node's heartbeat port), fabric and HTTP ports of its own; RF 2. A
+// migrate-sleep slows migrations so the console can be seen showing them.
+async function startClusterNode(clusterName, nodeId, seedHeartbeat) {
+  const dir = mkdtempSync(join(tmpdir(), 'bolide-console-cluster-'));
+  temporary.push(dir);
+  const [port, fabricPort, heartbeatPort, httpPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const config = `service {
+    cluster-name ${clusterName}
+    node-id ${nodeId}
+    service-threads 2
+}
+network {
+    service {
+        address 127.0.0.1
+        port ${port}
+    }
+    heartbeat {
+        mode mesh
+        address 127.0.0.1
+        port ${heartbeatPort}
+        mesh-seed-address-port 127.0.0.1 ${seedHeartbeat || heartbeatPort}
+        interval 150
+        timeout 10
+    }
+    fabric {
+        address 127.0.0.1
+        port ${fabricPort}
+    }
+    http {
+        address 127.0.0.1
+        port ${httpPort}
+    }
+}
+namespace test {
+    replication-factor 2
+    migrate-sleep 2000
+    storage-engine memory {
+        data-size 256M
+    }
+}
+`;
+  writeFileSync(join(dir, 'bolide.conf'), config);
+  const child = spawn(BOLIDED, ['--config', join(dir, 'bolide.conf')], { stdio: ['ignore', 'ignore', 'ignore'] });
+  children.push(child);
+  await waitForPort(port);
+  await waitForPort(httpPort);
+  return { port, httpPort, heartbeatPort, nodeId, url: `http://127.0.0.1:${httpPort}/`, child };
+}
+
+async function statistics(node) {
+  const body = await api(node, '/api/v1/node');
+  return Object.fromEntries(body.info.statistics.split(';').map((pair) => pair.split('=')));
+}
+
+// Until every node says the cluster has `size` nodes and no migration is left.
+async function settled(nodes, size, deadlineMs = 60000) {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const all = await Promise.all(nodes.map(statistics));
+    if (all.every((s) => s.cluster_size === String(size) && s.migrate_partitions_remaining === '0'
+      && s.migrate_allowed === 'true')) return all;
+    assert.ok(Date.now() < deadline, `cluster of ${size} not settled: ${JSON.stringify(all.map((s) => [s.cluster_size, s.migrate_partitions_remaining]))}`);
+    await new Promise((done) => setTimeout(done, 200));
+  }
+}
+
 // Runs bolide-bench against a node for `seconds`, at a bounded rate so the
 // two cores stay shared fairly with the browser.
-function load(node, workload, seconds, keys = 5000) {
+function load(node, workload, seconds, keys = 5000, extra = []) {
   const child = spawn(BENCH, ['-p', String(node.port), '-k', String(keys), '-o', 'S:100', '-w', workload,
-    '-c', '4', '-g', '4000', '-d', `${seconds}s`], { stdio: 'ignore' });
+    '-c', '4', '-g', '4000', '-d', `${seconds}s`, ...extra], { stdio: 'ignore' });
   children.push(child);
   return new Promise((done) => child.on('exit', (code) => done(code)));
 }
@@ -133,9 +200,9 @@ async function number(page, selector) {
   return Number.isFinite(value) ? value : NaN;
 }
 
-async function shot(page, name) {
+async function shot(page, name, fullPage = false) {
   mkdirSync(SHOTS, { recursive: true });
-  await page.screenshot({ path: join(SHOTS, name) });
+  await page.screenshot({ path: join(SHOTS, name), fullPage });
 }
 
 before(async () => {
@@ -296,5 +363,86 @@ test('the console connects to another node by host and port, and says when it ca
   await page.waitForFunction(() => document.getElementById('status-dot').classList.contains('down'),
     null, { timeout: 10000 });
   assert.match(await page.textContent('#status-text'), new RegExp(`127.0.0.1:${closed}`));
+  await page.close();
+});
+
+test('a three-node cluster: every node, its size, build, uptime and migrations', { timeout: 180000 + LOAD_SECONDS * 1000 }, async () => {
+  const a = await startClusterNode('console-cluster', 'C1', null);
+  const b = await startClusterNode('console-cluster', 'C2', a.heartbeatPort);
+  await settled([a, b], 2);
+  assert.equal(await load(a, 'I', 30, 10000, ['--cluster']), 0);
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  await page.goto(a.url);
+  await page.waitForFunction(() => document.getElementById('node-count').textContent === '2', null, { timeout: 15000 });
+  assert.equal(await page.textContent('#cluster-name'), 'console-cluster');
+  // Records are counted once (the masters), copies apart.
+  await page.waitForFunction(() => document.getElementById('objects-total').textContent === '10,000', null, { timeout: 10000 });
+  assert.match(await page.textContent('#namespace-count'), /20,000 copies/);
+
+  // A third node joins: the console finds it and shows the migrations.
+  const c = await startClusterNode('console-cluster', 'C3', a.heartbeatPort);
+  await page.waitForFunction(() => document.getElementById('node-count').textContent === '3', null, { timeout: 20000 });
+  await page.waitForFunction(() => Number(document.getElementById('migrations').textContent.replace(/,/g, '')) > 0,
+    null, { timeout: 20000 });
+  const migrating = await page.textContent('#nodes-table tbody');
+  assert.match(migrating, /\d+ sent · \d+ received/);
+  await shot(page, 'console-cluster-migrating.png', true);
+  const stats = await settled([a, b, c], 3, 90000);
+  await page.waitForFunction(() => document.getElementById('migrations').textContent === '0', null, { timeout: 15000 });
+  // Every node, with the size it reports, its build, uptime and key.
+  const nodes = await page.$$eval('#nodes-table tbody tr', (rows) => rows.map((row) =>
+    [...row.querySelectorAll('td')].map((cell) => cell.textContent.trim())));
+  assert.equal(nodes.length, 3, JSON.stringify(nodes));
+  assert.deepEqual(nodes.map((row) => row[0].split(' ')[0]).sort(), ['C1', 'C2', 'C3']);
+  const ports = nodes.map((row) => Number(row[1].split(':')[1])).sort();
+  assert.deepEqual(ports, [a.port, b.port, c.port].sort());
+  for (const row of nodes) {
+    assert.match(row[2], /^\d+\.\d+/, `build in ${row}`);
+    assert.match(row[3], /^\d+(s|m \d+s)$/, `uptime in ${row}`);
+    assert.equal(row[4], '3', `cluster size in ${row}`);
+    assert.equal(row[5], stats[0].cluster_key, `cluster key in ${row}`);
+    assert.match(row[10], /none/, `migrations in ${row}`);
+  }
+  // The joiner received records, the others sent them.
+  const received = nodes.find((row) => row[0].startsWith('C3'))[10];
+  assert.match(received, /[1-9][\d,]* received/, received);
+  assert.equal(await page.isVisible('#cluster-split'), false);
+  assert.equal(await page.textContent('#objects-total'), '10,000');
+
+  // Live numbers from every node under load sent to each partition's master.
+  const started = Date.now();
+  const loaded = load(c, 'RU,80', LOAD_SECONDS, 10000, ['--cluster']);
+  await page.waitForFunction(() => Number(document.getElementById('tps-reads').textContent.replace(/[,k]/g, '')) > 0,
+    null, { timeout: 15000 });
+  await page.waitForFunction(() => {
+    const rows = document.querySelector('#latency-buckets tbody').textContent;
+    return ['C1', 'C2', 'C3'].every((name) => rows.includes(name));
+  }, null, { timeout: 15000 });
+  await page.waitForTimeout(Math.max(0, (LOAD_SECONDS - 2) * 1000 - (Date.now() - started)));
+  await shot(page, 'console-cluster.png', true);
+  assert.equal(await loaded, 0);
+
+  // The namespace over the three nodes: records once, copies, sets.
+  await page.click('a[data-tab="namespaces"]');
+  const card = page.locator('.ns-card[data-namespace="test"]');
+  await card.waitFor();
+  const text = await card.textContent();
+  assert.match(text, /3 nodes/);
+  assert.match(text, /replication factor 2/);
+  await page.waitForFunction(() => {
+    const row = document.querySelector('.ns-card[data-namespace="test"] tr[data-set="testset"] [data-testid="set-records"]');
+    return row && row.textContent === '10,000';
+  }, null, { timeout: 10000 });
+  assert.equal(await card.locator('[data-testid="ns-objects"]').textContent(), '10,000');
+
+  // The same cluster through another node's console.
+  const other = await context.newPage();
+  await other.goto(c.url);
+  await other.waitForFunction(() => document.querySelectorAll('#nodes-table tbody tr').length === 3, null, { timeout: 15000 });
+  assert.match(await other.textContent('#nodes-table tbody'), /C3\s*this node/);
+  await other.close();
+  assert.deepEqual(errors, []);
   await page.close();
 });

@@ -52,7 +52,7 @@ class Node:
         self.host = host
         self.seed_host = seed_host
         self.node_id = f"A{index + 1}"
-        self.port, self.fabric_port, self.heartbeat_port, self.info_port = free_ports(4)
+        self.port, self.fabric_port, self.heartbeat_port, self.info_port, self.http_port = free_ports(5)
         self.dir = root / f"node{index + 1}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.dir / "bolided.log"
@@ -82,6 +82,7 @@ class LocalCluster:
         service: Optional[Dict[str, str]] = None,
         binary: Optional[Path] = None,
         hosts: Optional[List[str]] = None,
+        http: bool = False,
     ):
         self.binary = Path(binary) if binary else bolided_path()
         # One loopback address per node (a network namespace can cut
@@ -95,6 +96,8 @@ class LocalCluster:
         self.heartbeat = {"interval": "150", "timeout": "10"}
         self.heartbeat.update(heartbeat or {})
         self.service = service or {}
+        # Each node serves /metrics and the console on its http_port.
+        self.http = http
         self.nodes: List[Node] = []
         self._clients = []
         for _ in range(size):
@@ -154,6 +157,15 @@ class LocalCluster:
             "    info {",
             f"        port {node.info_port}",
             "    }",
+        ]
+        if self.http:
+            lines += [
+                "    http {",
+                f"        address {node.host}",
+                f"        port {node.http_port}",
+                "    }",
+            ]
+        lines += [
             "}",
             "namespace test {",
         ]

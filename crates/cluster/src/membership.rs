@@ -18,6 +18,13 @@ use crate::message::{Endpoint, Message, NamespaceSummary, ProposalId, Pulse, PRO
 use crate::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Most nodes a node keeps track of (heard, or learned from others'
+/// adjacency lists): four times the largest cluster. A pulse from a node
+/// beyond it is ignored, so forged pulses under ever new node ids or
+/// endpoints cannot grow the node's memory or its outgoing connections
+/// without bound.
+pub const TRACKED_NODES_MAX: usize = 4 * crate::CLUSTER_SIZE_MAX;
+
 /// Timing of the protocol, from the heartbeat settings (all in ms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timing {
@@ -81,11 +88,13 @@ pub enum Change {
     Orphaned,
 }
 
+#[derive(Clone)]
 struct LastCommit {
     id: ProposalId,
     key: u64,
 }
 
+#[derive(Clone)]
 struct Proposal {
     id: ProposalId,
     key: u64,
@@ -94,6 +103,7 @@ struct Proposal {
     started_ms: u64,
 }
 
+#[derive(Clone)]
 pub struct Membership {
     pub identity: Identity,
     pub timing: Timing,
@@ -118,8 +128,13 @@ pub struct Membership {
     last_commit_resend_ms: u64,
     /// Heartbeat endpoints we keep connections to.
     pub connected: BTreeSet<Endpoint>,
+    /// Endpoints learned from adjacency lists, with when, until a node
+    /// pulses from them: forgotten like silent peers if none does.
+    learned: BTreeMap<Endpoint, u64>,
     pub received_self: u64,
     pub received_foreign: u64,
+    /// Pulses ignored because [`TRACKED_NODES_MAX`] nodes are tracked.
+    pub ignored_untracked: u64,
     mismatch_logged_ms: BTreeMap<NodeId, u64>,
 }
 
@@ -154,8 +169,10 @@ impl Membership {
             last_commit: None,
             last_commit_resend_ms: 0,
             connected: BTreeSet::new(),
+            learned: BTreeMap::new(),
             received_self: 0,
             received_foreign: 0,
+            ignored_untracked: 0,
             mismatch_logged_ms: BTreeMap::new(),
         }
     }
@@ -209,32 +226,47 @@ impl Membership {
 
     /// Takes a pulse. Returns a log line if the sender cannot cluster with
     /// us (at most one per sender per 10 s).
+    ///
+    /// Only a node that may cluster with us is connected to (and the nodes
+    /// it hears): a pulse with another cluster name, protocol or namespaces
+    /// is noted and logged, and nothing more.
     pub fn on_pulse(&mut self, from: NodeId, pulse: Pulse, now_ms: u64, log: &mut Vec<String>) {
         if from == self.node() {
             self.received_self += 1;
+            return;
+        }
+        if !self.peers.contains_key(&from) && self.peers.len() >= TRACKED_NODES_MAX {
+            self.ignored_untracked += 1;
             return;
         }
         self.received_foreign += 1;
         let mismatch = self.mismatch(&pulse);
         if let Some(reason) = &mismatch {
             let last = self.mismatch_logged_ms.get(&from).copied();
-            if last.is_none_or(|at| now_ms >= at + 10_000) {
+            let room = last.is_some() || self.mismatch_logged_ms.len() < TRACKED_NODES_MAX;
+            if room && last.is_none_or(|at| now_ms >= at + 10_000) {
                 self.mismatch_logged_ms.insert(from, now_ms);
                 log.push(format!(
                     "ignoring heartbeat from node {from:x} ({}): {reason}",
-                    pulse.heartbeat
+                    pulse.heartbeat.to_string().escape_debug()
                 ));
             }
         }
         // Learn the endpoints of nodes it hears, so the mesh is transitive.
         if mismatch.is_none() {
             for (node, endpoint) in &pulse.adjacency {
-                if *node != self.node() && !self.peers.contains_key(node) {
+                let known = *node == self.node() || self.peers.contains_key(node);
+                if !known
+                    && !self.connected.contains(endpoint)
+                    && self.connected.len() < TRACKED_NODES_MAX
+                {
                     self.connected.insert(endpoint.clone());
+                    self.learned.insert(endpoint.clone(), now_ms);
                 }
             }
+            self.connected.insert(pulse.heartbeat.clone());
         }
-        self.connected.insert(pulse.heartbeat.clone());
+        self.learned.remove(&pulse.heartbeat);
         let restarted = self
             .peers
             .get(&from)
@@ -264,7 +296,8 @@ impl Membership {
         if pulse.cluster_name != self.identity.cluster_name {
             return Some(format!(
                 "cluster name '{}' differs from ours '{}'",
-                pulse.cluster_name, self.identity.cluster_name
+                pulse.cluster_name.escape_debug(),
+                self.identity.cluster_name
             ));
         }
         if pulse.protocol != PROTOCOL {
@@ -806,22 +839,46 @@ impl Membership {
         }
     }
 
-    /// Removes peers unheard for ten expiry periods.
+    /// Removes peers unheard for ten expiry periods, and endpoints learned
+    /// that long ago from which no node pulsed. Returns the endpoints no
+    /// longer connected to: never a seed's, nor one a remaining peer pulses
+    /// from (a forged pulse may name a real node's endpoint).
     pub fn forget_old_peers(&mut self, now_ms: u64) -> Vec<Endpoint> {
         let horizon = self.timing.expiry * 10;
-        let mut forgotten = Vec::new();
-        let seeds = &self.identity.seeds;
+        let mut candidates = Vec::new();
         self.peers.retain(|_, peer| {
             let keep = now_ms < peer.last_heard_ms + horizon;
-            if !keep && !seeds.contains(&peer.pulse.heartbeat) {
-                forgotten.push(peer.pulse.heartbeat.clone());
+            if !keep {
+                candidates.push(peer.pulse.heartbeat.clone());
             }
             keep
         });
-        for endpoint in &forgotten {
+        self.learned.retain(|endpoint, learned_ms| {
+            let keep = now_ms < *learned_ms + horizon;
+            if !keep {
+                candidates.push(endpoint.clone());
+            }
+            keep
+        });
+        if !self.mismatch_logged_ms.is_empty() {
+            self.mismatch_logged_ms
+                .retain(|_, logged_ms| now_ms < *logged_ms + 10_000);
+        }
+        if candidates.is_empty() {
+            return candidates;
+        }
+        candidates.sort();
+        candidates.dedup();
+        let seeds = &self.identity.seeds;
+        let peers = &self.peers;
+        candidates.retain(|endpoint| {
+            !seeds.contains(endpoint)
+                && !peers.values().any(|peer| peer.pulse.heartbeat == *endpoint)
+        });
+        for endpoint in &candidates {
             self.connected.remove(endpoint);
         }
-        forgotten
+        candidates
     }
 }
 
@@ -832,4 +889,129 @@ pub fn list(nodes: &[NodeId]) -> String {
         .map(|node| format!("{node:x}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(port: u16) -> Endpoint {
+        Endpoint {
+            host: "10.0.0.1".into(),
+            port,
+        }
+    }
+
+    fn namespaces() -> Vec<NamespaceSummary> {
+        vec![NamespaceSummary {
+            name: "test".into(),
+            replication_factor: 2,
+        }]
+    }
+
+    fn membership() -> Membership {
+        let identity = Identity {
+            node: 0xA1,
+            cluster_name: "prod".into(),
+            boot_id: 1,
+            heartbeat: endpoint(3002),
+            fabric: endpoint(3001),
+            service: vec![endpoint(3000)],
+            seeds: vec![endpoint(4002)],
+            namespaces: namespaces(),
+            min_cluster_size: 1,
+        };
+        Membership::new(identity, Timing::new(100, 10, 5), 0)
+    }
+
+    fn pulse(cluster_name: &str, heartbeat: Endpoint) -> Pulse {
+        Pulse {
+            cluster_name: cluster_name.into(),
+            protocol: PROTOCOL,
+            boot_id: 9,
+            heartbeat,
+            fabric: endpoint(1),
+            service: Vec::new(),
+            adjacency: Vec::new(),
+            cluster_key: 0,
+            succession: Vec::new(),
+            namespaces: namespaces(),
+            clock_ms: 0,
+        }
+    }
+
+    #[test]
+    fn only_a_compatible_node_is_connected_to() {
+        let mut m = membership();
+        let mut log = Vec::new();
+        m.on_pulse(0xB, pulse("other", endpoint(5002)), 10, &mut log);
+        assert!(!m.connected.contains(&endpoint(5002)));
+        assert_eq!(log.len(), 1, "{log:?}");
+        m.on_pulse(0xC, pulse("prod", endpoint(6002)), 10, &mut log);
+        assert!(m.connected.contains(&endpoint(6002)));
+    }
+
+    #[test]
+    fn a_forgotten_forgery_does_not_disconnect_the_node_it_named() {
+        let mut m = membership();
+        let mut log = Vec::new();
+        let real = endpoint(7002);
+        // A forged node names a real peer's endpoint, then falls silent.
+        m.on_pulse(0xF0, pulse("prod", real.clone()), 0, &mut log);
+        let horizon = m.timing.expiry * 10;
+        let mut now = 0;
+        while now <= horizon + 100 {
+            now += 100;
+            m.on_pulse(0xB, pulse("prod", real.clone()), now, &mut log);
+            let forgotten = m.forget_old_peers(now);
+            assert!(!forgotten.contains(&real), "disconnected {real} at {now}");
+        }
+        assert!(!m.peers.contains_key(&0xF0));
+        assert!(m.connected.contains(&real));
+        // Once the real node is silent too, its endpoint goes.
+        let forgotten = m.forget_old_peers(now + horizon + 1);
+        assert_eq!(forgotten, vec![real.clone()]);
+        assert!(!m.connected.contains(&real));
+    }
+
+    #[test]
+    fn endpoints_learned_from_adjacency_are_forgotten_if_nobody_pulses_there() {
+        let mut m = membership();
+        let mut log = Vec::new();
+        let mut forged = pulse("prod", endpoint(6002));
+        forged.adjacency = (0..10)
+            .map(|i| (0x100 + i, endpoint(8000 + i as u16)))
+            .collect();
+        m.on_pulse(0xC, forged, 0, &mut log);
+        assert_eq!(m.connected.len(), 11);
+        let horizon = m.timing.expiry * 10;
+        assert!(m.forget_old_peers(horizon - 1).is_empty());
+        let mut forgotten = m.forget_old_peers(horizon);
+        forgotten.sort();
+        let mut expected: Vec<Endpoint> = (0..10).map(|i| endpoint(8000 + i)).collect();
+        expected.push(endpoint(6002));
+        expected.sort();
+        assert_eq!(forgotten, expected);
+        assert!(m.connected.is_empty());
+    }
+
+    #[test]
+    fn tracked_nodes_are_bounded() {
+        let mut m = membership();
+        let mut log = Vec::new();
+        for node in 1..=(TRACKED_NODES_MAX as u64 + 50) {
+            let name = if node % 2 == 0 { "prod" } else { "other" };
+            m.on_pulse(node << 8, pulse(name, endpoint(node as u16)), 1, &mut log);
+        }
+        assert_eq!(m.peers.len(), TRACKED_NODES_MAX);
+        assert_eq!(m.ignored_untracked, 50);
+        assert!(m.connected.len() <= TRACKED_NODES_MAX);
+        // Known nodes are still heard.
+        m.on_pulse(1 << 8, pulse("other", endpoint(1)), 2, &mut log);
+        assert_eq!(m.peers[&(1 << 8)].last_heard_ms, 2);
+        // Mismatch lines are bounded too, and their memory is dropped.
+        assert!(log.len() <= TRACKED_NODES_MAX, "{}", log.len());
+        m.forget_old_peers(1_000_000);
+        assert!(m.mismatch_logged_ms.is_empty());
+    }
 }

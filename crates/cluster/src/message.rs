@@ -335,12 +335,19 @@ fn write_pulse(w: &mut Writer<'_>, pulse: &Pulse) {
     w.u64(pulse.clock_ms);
 }
 
+/// Most service endpoints a pulse may list.
+pub const SERVICE_ENDPOINTS_MAX: usize = 64;
+/// Most nodes a pulse may list as heard: a node tracks no more.
+pub const ADJACENCY_MAX: usize = crate::membership::TRACKED_NODES_MAX;
+/// Most namespaces a pulse may list.
+pub const NAMESPACES_MAX: usize = 256;
+
 fn read_pulse(r: &mut Reader<'_>) -> Result<Pulse, CodecError> {
     let cluster_name = r.str()?;
     if cluster_name.len() > 63 {
         return Err(CodecError::Invalid("cluster name"));
     }
-    Ok(Pulse {
+    let pulse = Pulse {
         cluster_name: cluster_name.to_owned(),
         protocol: r.u32()?,
         boot_id: r.u64()?,
@@ -357,7 +364,14 @@ fn read_pulse(r: &mut Reader<'_>) -> Result<Pulse, CodecError> {
             })
         })?,
         clock_ms: r.u64()?,
-    })
+    };
+    if pulse.service.len() > SERVICE_ENDPOINTS_MAX
+        || pulse.adjacency.len() > ADJACENCY_MAX
+        || pulse.namespaces.len() > NAMESPACES_MAX
+    {
+        return Err(CodecError::Invalid("pulse list length"));
+    }
+    Ok(pulse)
 }
 
 fn write_proposal_id(w: &mut Writer<'_>, id: &ProposalId) {
@@ -551,6 +565,42 @@ mod tests {
             let mut longer = body.to_vec();
             longer.push(0);
             assert!(Envelope::decode(header.kind, &longer).is_err());
+        }
+    }
+
+    #[test]
+    fn pulses_with_overlong_lists_are_refused() {
+        let Some(Message::Pulse(pulse)) = samples().into_iter().next().map(|e| e.message) else {
+            panic!("the first sample is a pulse");
+        };
+        let cases = [
+            Pulse {
+                adjacency: (1..=ADJACENCY_MAX as u64 + 1)
+                    .map(|node| (node, endpoint(1)))
+                    .collect(),
+                ..pulse.clone()
+            },
+            Pulse {
+                service: vec![endpoint(1); SERVICE_ENDPOINTS_MAX + 1],
+                ..pulse.clone()
+            },
+            Pulse {
+                namespaces: vec![pulse.namespaces[0].clone(); NAMESPACES_MAX + 1],
+                ..pulse.clone()
+            },
+        ];
+        for pulse in cases {
+            let mut out = Vec::new();
+            Envelope {
+                from: 1,
+                message: Message::Pulse(pulse),
+            }
+            .encode(&mut out);
+            let (header, body, _) = codec::split_frame(&out).expect("valid").expect("whole");
+            assert_eq!(
+                Envelope::decode(header.kind, body),
+                Err(CodecError::Invalid("pulse list length"))
+            );
         }
     }
 

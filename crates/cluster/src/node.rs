@@ -150,6 +150,7 @@ pub struct Status {
     pub pending_sample: Vec<String>,
 }
 
+#[derive(Clone)]
 struct Exchange {
     key: u64,
     succession: Vec<NodeId>,
@@ -262,6 +263,32 @@ impl ClusterNode {
         self.membership.timing
     }
 
+    /// A copy of this node in its present state, drawing randomness from
+    /// `entropy` from now on (tests and fuzzing start many runs from one
+    /// formed cluster).
+    pub fn fork(&self, entropy: Box<dyn Entropy>) -> ClusterNode {
+        ClusterNode {
+            membership: self.membership.clone(),
+            namespaces: self.namespaces.clone(),
+            exchange: self.exchange.clone(),
+            plan_members: self.plan_members.clone(),
+            plan_key: self.plan_key,
+            plan_fabric: self.plan_fabric.clone(),
+            metadata: self.metadata.clone(),
+            entropy,
+            actions: self.actions.clone(),
+            generation: self.generation,
+            routing_dirty: self.routing_dirty,
+            urgent: self.urgent,
+            blocked: self.blocked,
+            peers_generation: self.peers_generation,
+            peers_signature: self.peers_signature.clone(),
+            rebalance_generation: self.rebalance_generation,
+            last_rebalance_ms: self.last_rebalance_ms,
+            seeds_connected: self.seeds_connected,
+        }
+    }
+
     /// The actions produced so far, in order.
     pub fn take_actions(&mut self) -> Vec<Action> {
         std::mem::take(&mut self.actions)
@@ -363,7 +390,8 @@ impl ClusterNode {
                 namespace,
                 pid,
             } => {
-                if key != self.plan_key || key == 0 {
+                // Only a member of the map in force signals its partitions.
+                if key != self.plan_key || key == 0 || self.member_of(from).is_none() {
                     return;
                 }
                 let Some(index) = self.namespaces.iter().position(|ns| ns.name == namespace) else {
@@ -388,7 +416,7 @@ impl ClusterNode {
                 namespace,
                 pid,
             } => {
-                if key != self.plan_key {
+                if key != self.plan_key || key == 0 {
                     return;
                 }
                 let member = self.member_of(from);
@@ -400,6 +428,15 @@ impl ClusterNode {
                 }
             }
             Message::Metadata { items, .. } => {
+                // Items come from the members of this node's cluster: from
+                // anyone else (a node of another cluster, a forged sender)
+                // they could truncate or redefine this node's data. A
+                // member's items missed here arrive again at the next
+                // cluster change, when every member sends all of its own.
+                let member = from != self.node() && self.membership.succession.contains(&from);
+                if !member {
+                    return;
+                }
                 for item in items {
                     if self.metadata.merge(item.clone()) {
                         self.actions.push(Action::Metadata(item));

@@ -15,12 +15,25 @@
 //! - [`config::check`]: any configuration text either parses into a
 //!   configuration that keeps the documented bounds or fails with an error
 //!   naming a line of the text.
+//! - [`cluster_frames::check`]: any bytes as a stream of node-to-node
+//!   frames: refused headers name the rule they break, whatever decodes
+//!   round-trips, and a damaged checksum is always refused.
+//! - [`cluster_forged::check`]: messages from a forged peer delivered to a
+//!   formed three-node cluster (real state machines on an in-memory
+//!   network, [`cluster_harness`]): no panic, every node's membership and
+//!   routing stay well-formed, and unless the forged peer took one of the
+//!   protocol's own paths (a member's id, a pulse of a compatible node),
+//!   the cluster, its metadata and its partitions do not change.
 //!
 //! The top of the layers: depends on every Bolide crate, and nothing
 //! depends on it.
 #![forbid(unsafe_code)]
 
 pub mod answers;
+pub mod cluster_forged;
+pub mod cluster_frames;
+pub mod cluster_harness;
+pub mod cluster_seeds;
 pub mod config;
 pub mod connection;
 pub mod execute;

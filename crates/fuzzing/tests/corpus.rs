@@ -2,7 +2,7 @@
 //! property checks as the fuzz targets, so an input that once passed and
 //! now fails breaks `cargo test`.
 
-use bolide_fuzzing::{config, connection, execute, replay_corpus};
+use bolide_fuzzing::{cluster_forged, cluster_frames, config, connection, execute, replay_corpus};
 
 /// Each corpus must hold at least this many inputs: an emptied or moved
 /// corpus must fail here, not pass by checking nothing.
@@ -27,4 +27,22 @@ fn connection_corpus() {
 fn config_corpus() {
     let inputs = replay_corpus("config", config::check);
     assert!(inputs >= INPUTS_MIN, "config corpus has {inputs} inputs");
+}
+
+#[test]
+fn cluster_frames_corpus() {
+    let inputs = replay_corpus("cluster_frames", cluster_frames::check);
+    assert!(
+        inputs >= INPUTS_MIN,
+        "cluster_frames corpus has {inputs} inputs"
+    );
+}
+
+#[test]
+fn cluster_forged_corpus() {
+    let inputs = replay_corpus("cluster_forged", cluster_forged::check);
+    assert!(
+        inputs >= INPUTS_MIN,
+        "cluster_forged corpus has {inputs} inputs"
+    );
 }

@@ -411,6 +411,7 @@ fn device_info(text: &mut String, device: &bolide_store::device::Device) {
 }
 
 fn set_line(
+    node: &Node,
     namespace: &Namespace,
     set: &str,
     stats: &bolide_store::namespace::SetStats,
@@ -421,13 +422,24 @@ fn set_line(
     } else {
         String::new()
     };
+    // The set's secondary indexes, and whether one is still being built.
+    let indexes: Vec<_> = node
+        .services
+        .sindexes
+        .list(Some(namespace.name()))
+        .into_iter()
+        .filter(|index| index.definition.set.as_deref() == Some(set))
+        .collect();
+    let populating = indexes.iter().any(|index| !index.is_readable());
     format!(
-        "{prefix}objects={}:tombstones=0:data_used_bytes={}:truncate_lut={}:sindexes=0:index_populating=false:\
-         truncating=false:default-read-touch-ttl-pct=0:default-ttl={}:disable-eviction=false:enable-index=false:\
+        "{prefix}objects={}:tombstones=0:data_used_bytes={}:truncate_lut={}:sindexes={}:index_populating={populating}:\
+         truncating={}:default-read-touch-ttl-pct=0:default-ttl={}:disable-eviction=false:enable-index=false:\
          stop-writes-count=0:stop-writes-size=0",
         stats.objects.load(Relaxed).max(0),
         stats.data_used_bytes.load(Relaxed).max(0),
         stats.truncate_lut_ms.load(Relaxed),
+        indexes.len(),
+        namespace.is_truncating(stats),
         namespace.config.default_ttl_seconds,
     )
 }
@@ -443,14 +455,14 @@ fn sets(node: &Node, command: &InfoCommand<'_>) -> String {
     };
     if let (Some(namespace), Some(set)) = (namespaces.first(), command.path.get(1)) {
         return match namespace.sets().find(|(name, _)| name == set) {
-            Some((name, stats)) => set_line(namespace, name, stats, false),
+            Some((name, stats)) => set_line(node, namespace, name, stats, false),
             None => String::new(),
         };
     }
     let mut text = String::new();
     for namespace in &namespaces {
         for (name, stats) in namespace.sets() {
-            text.push_str(&set_line(namespace, name, stats, true));
+            text.push_str(&set_line(node, namespace, name, stats, true));
             text.push(';');
         }
     }

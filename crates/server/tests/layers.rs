@@ -40,6 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-types",
             "bolide-wire",
             "bolide-store",
+            "bolide-cluster",
             "bolide-transaction",
             "bolide-server",
         ],

@@ -117,6 +117,9 @@ pub struct SetStats {
     /// Records of this set last updated before this (ms since 2010) are
     /// truncated: never returned, removed by the next sweep.
     pub truncate_lut_ms: AtomicU64,
+    /// The truncation point (the set's or the namespace's, whichever is
+    /// later) the last finished sweep removed records up to.
+    pub truncate_swept_ms: AtomicU64,
 }
 
 /// One record's bytes as stored, with its metadata.
@@ -468,6 +471,16 @@ impl Namespace {
         self.truncate_lut_ms.load(Relaxed)
     }
 
+    /// Whether records of `set` truncated (with the set or the whole
+    /// namespace) are still waiting for a sweep to remove them.
+    pub fn is_truncating(&self, set: &SetStats) -> bool {
+        let point = set
+            .truncate_lut_ms
+            .load(Relaxed)
+            .max(self.truncate_lut_ms.load(Relaxed));
+        point > set.truncate_swept_ms.load(Relaxed)
+    }
+
     /// Index + data bytes in memory (the index alone when the data is on
     /// the device).
     pub fn memory_used_bytes(&self) -> u64 {
@@ -511,6 +524,13 @@ impl Namespace {
     /// partition, holding each lock briefly.
     pub fn sweep(&self, now: u32) -> SweepReport {
         let mut report = SweepReport::default();
+        // The truncation points this sweep removes records up to.
+        let namespace_lut = self.truncate_lut_ms.load(Relaxed);
+        let points: Vec<u64> = self
+            .sets
+            .iter()
+            .map(|set| set.truncate_lut_ms.load(Relaxed).max(namespace_lut))
+            .collect();
         self.remove_where(
             |meta| self.is_doomed(meta, now),
             |meta| {
@@ -527,6 +547,9 @@ impl Namespace {
         self.stats
             .truncated_objects
             .fetch_add(report.truncated, Relaxed);
+        for (set, point) in self.sets.iter().zip(points) {
+            set.truncate_swept_ms.fetch_max(point, Relaxed);
+        }
         report.evicted = self.evict_if_needed();
         self.stats
             .evicted_objects
@@ -935,6 +958,41 @@ pub(crate) mod tests {
         let report = namespace.sweep(100);
         assert_eq!(report.expired, 25);
         assert_eq!(namespace.stats.objects.load(Relaxed), 25);
+    }
+
+    #[test]
+    fn a_set_is_truncating_until_a_sweep_removes_its_records() {
+        let namespace = Namespace::new(NamespaceConfig::with_name("test"));
+        let set_id = namespace.set_id(b"demo").expect("set");
+        for n in 0..10 {
+            let meta = RecordMeta {
+                generation: 1,
+                set_id,
+                last_update_ms: 1_000,
+                ..RecordMeta::default()
+            };
+            namespace
+                .write(&digest(n))
+                .put(&digest(n), meta, b"x")
+                .expect("memory put");
+        }
+        let stats = || {
+            namespace
+                .sets()
+                .find(|(name, _)| *name == "demo")
+                .expect("demo")
+                .1
+        };
+        assert!(!namespace.is_truncating(stats()));
+        assert!(namespace.truncate(Some(b"demo"), 2_000).expect("truncate"));
+        assert!(namespace.is_truncating(stats()));
+        assert_eq!(namespace.sweep(0).truncated, 10);
+        assert!(!namespace.is_truncating(stats()));
+        // A truncation of the whole namespace counts for its sets too.
+        assert!(namespace.truncate(None, 3_000).expect("truncate"));
+        assert!(namespace.is_truncating(stats()));
+        namespace.sweep(0);
+        assert!(!namespace.is_truncating(stats()));
     }
 
     #[test]

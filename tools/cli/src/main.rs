@@ -9,6 +9,8 @@
 //! crate), so it works against Aerospike servers too. Every node is found
 //! from one seed (`-h`, `-p`) through `peers-clear-std`.
 
+#![deny(unsafe_code)]
+
 mod admin;
 mod info;
 mod progress;
@@ -107,7 +109,19 @@ impl Target {
     }
 }
 
+#[expect(unsafe_code, reason = "libc call restoring a signal's default action")]
+fn restore_sigpipe() {
+    // SAFETY: sets the default action of SIGPIPE before any thread starts;
+    // no handler of this program is replaced.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    // Output piped into `head` and the like: end quietly when the reader
+    // goes away, as command-line tools do, instead of failing to print.
+    restore_sigpipe();
     let arguments = Arguments::parse();
     let target = Target {
         host: arguments.host,

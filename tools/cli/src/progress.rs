@@ -28,28 +28,44 @@ impl Progress {
     }
 
     pub fn update(&mut self, done: u64, what: &str) {
-        if !self.enabled {
+        if !self.enabled || !self.due() {
             return;
         }
-        let every = if self.terminal {
-            Duration::from_millis(200)
-        } else {
-            Duration::from_secs(1)
-        };
-        if self.last.is_some_and(|last| last.elapsed() < every) {
-            return;
-        }
-        self.last = Some(Instant::now());
         let seconds = self.started.elapsed().as_secs_f64();
         let rate = if seconds > 0.0 {
             done as f64 / seconds
         } else {
             0.0
         };
-        let line = format!(
+        self.draw(&format!(
             "{}: {done} {what} ({rate:.0}/s, {seconds:.1} s)",
             self.label
-        );
+        ));
+    }
+
+    /// A line of its own (no count and rate), with the time so far.
+    pub fn status(&mut self, text: &str) {
+        if !self.enabled || !self.due() {
+            return;
+        }
+        let seconds = self.started.elapsed().as_secs_f64();
+        self.draw(&format!("{}: {text} ({seconds:.1} s)", self.label));
+    }
+
+    fn due(&mut self) -> bool {
+        let every = if self.terminal {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(1)
+        };
+        if self.last.is_some_and(|last| last.elapsed() < every) {
+            return false;
+        }
+        self.last = Some(Instant::now());
+        true
+    }
+
+    fn draw(&mut self, line: &str) {
         let mut err = std::io::stderr();
         if self.terminal {
             let _ = write!(err, "\r\x1b[2K{line}");

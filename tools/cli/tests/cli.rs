@@ -195,6 +195,17 @@ fn sql_writes_reads_and_deletes_records() {
     let (out, _) = server.sql("SELECT name FROM test.demo WHERE n BETWEEN 30 AND 40");
     assert_eq!(row(&out, "k1"), ["k1", "Ada"]);
     assert!(out.contains("1 row in set"));
+    // Numbers compare by value: integer bounds on a float bin, a float
+    // range over an integer bin.
+    let (out, _) = server.sql("SELECT name FROM test.demo WHERE f BETWEEN 1 AND 2");
+    assert_eq!(row(&out, "k1"), ["k1", "Ada"]);
+    assert!(out.contains("1 row in set"), "{out}");
+    let (out, _) = server.sql("SELECT name FROM test.demo WHERE n BETWEEN 35.5 AND 36");
+    assert_eq!(row(&out, "k1"), ["k1", "Ada"]);
+    let (out, _) = server.sql("SELECT name FROM test.demo WHERE n = 41.0");
+    assert_eq!(row(&out, "2"), ["2", "Bob"]);
+    let (out, _) = server.sql("SELECT name FROM test.demo WHERE n = 40.5");
+    assert!(out.contains("0 rows in set"), "{out}");
     let (out, _) = server.sql("SELECT * FROM test.demo WHERE name = 'nobody'");
     assert!(out.contains("0 rows in set"), "{out}");
     let (out, _) = server.sql("SELECT * FROM test");
@@ -306,6 +317,27 @@ fn a_big_select_streams_and_truncate_shows_progress() {
     let output = server.bolide(&["sql", "-o", "json", "-c", "SELECT s FROM test.demo"]);
     let rows: serde_json::Value = serde_json::from_str(&texts(&output).0).expect("JSON");
     assert_eq!(rows.as_array().expect("array").len(), 2500);
+
+    // A reader that is gone (`| head` that has read its lines): the tool
+    // ends quietly, as command-line tools do, without a panic message.
+    for args in [
+        &["info"][..],
+        &["show", "statistics"],
+        &["sql", "-c", "SELECT * FROM test.demo"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bolide"))
+            .args(["-p", &server.port.to_string()])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_ne!(output.status.code(), Some(101), "{args:?}: {stderr}");
+    }
 
     let output = server.bolide(&["sql", "--progress", "-c", "TRUNCATE test.demo"]);
     assert!(output.status.success());
@@ -475,7 +507,7 @@ fn piped_statements_run_in_order_and_failures_set_the_exit_status() {
     assert!(out.contains("OUTPUT = JSON"));
     assert!(out.contains("{\"PK\":\"one\",\"a\":1}"), "{out}");
     assert_eq!(out.matches("\"PK\"").count(), 1, "nothing runs after QUIT");
-    let output = run("SELECT * FROM test.p\nDROP TABLE x\n");
+    let output = run("SELECT * FROM test.p\nALTER TABLE x\n");
     assert_eq!(output.status.code(), Some(1));
     assert!(texts(&output).1.contains("expected a statement"));
 }
@@ -569,5 +601,125 @@ fn the_prompt_has_history_and_line_editing() {
     assert!(
         history.contains("EXPLAIN SELECT a FROM test.t WHERE PK = 'k'"),
         "{history}"
+    );
+}
+
+/// `count` of one histogram of `latency-histograms`.
+fn histogram_count(server: &Server, name: &str) -> u64 {
+    let answer = server.info(&format!("latency-histograms:hist={name}"));
+    answer
+        .split(':')
+        .find_map(|field| field.strip_prefix("count="))
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {answer}"))
+}
+
+/// Waits until histogram `name` has counted `count` requests (a request is
+/// counted just after its answer is written).
+fn wait_for_count(server: &Server, name: &str, count: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let counted = histogram_count(server, name);
+        assert!(counted <= count, "{name}: {counted} > {count}");
+        if counted == count {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name}: {counted}, not {count}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn where_reads_a_secondary_index_when_there_is_one() {
+    let server = Server::start("sindex");
+    server.sql_stdin(&inserts(60));
+    server.sql("INSERT INTO test.other (PK, n, s) VALUES ('o', 15, 'v15')");
+    let select = "SELECT s FROM test.demo WHERE n BETWEEN 10 AND 19";
+    let explain = |statement: &str| {
+        let (out, _) = server.sql(&format!("EXPLAIN {statement}"));
+        out
+    };
+    let scans = histogram_count(&server, "{test}-pi-query");
+    let queries = histogram_count(&server, "{test}-si-query");
+
+    // No index: a scan with a filter expression.
+    let out = explain(select);
+    assert!(
+        row(&out, "plan")[1].starts_with("scan of every partition"),
+        "{out}"
+    );
+    let (out, _) = server.sql(select);
+    assert!(out.contains("10 rows in set"), "{out}");
+    wait_for_count(&server, "{test}-pi-query", scans + 1);
+    assert_eq!(histogram_count(&server, "{test}-si-query"), queries);
+
+    let (out, _) = server.sql("CREATE INDEX demo_n ON test.demo (n) NUMERIC");
+    assert_eq!(out.trim(), "OK, index demo_n created.");
+    let (out, _) = server.sql("CREATE INDEX all_s ON test (s) STRING");
+    assert_eq!(out.trim(), "OK, index all_s created.");
+    let (out, _) = server.sql("SHOW INDEXES");
+    let cells = row(&out, &server.info("node"));
+    assert!(cells.contains(&"demo_n") || out.contains("demo_n"), "{out}");
+    assert_eq!(
+        stat(
+            &server.info("sindex-stat:namespace=test;indexname=demo_n"),
+            "load_pct"
+        ),
+        "100"
+    );
+
+    // With it: the index answers, exactly the same rows.
+    let out = explain(select);
+    assert!(
+        row(&out, "plan")[1].starts_with("secondary index query"),
+        "{out}"
+    );
+    assert_eq!(row(&out, "index")[1], "demo_n (numeric on bin n, set demo)");
+    let output = server.bolide(&["sql", "-o", "json", "-c", select]);
+    let rows: serde_json::Value = serde_json::from_str(&texts(&output).0).expect("JSON");
+    let mut keys: Vec<i64> = rows
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|row| row["PK"].as_i64().expect("PK"))
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, (10..20).collect::<Vec<_>>());
+    wait_for_count(&server, "{test}-si-query", queries + 1);
+    assert_eq!(histogram_count(&server, "{test}-pi-query"), scans + 1);
+    let (out, _) = server.sql("SELECT * FROM test.demo WHERE n = 7");
+    assert_eq!(row(&out, "7")[1..], ["7", "v7"], "{out}");
+    wait_for_count(&server, "{test}-si-query", queries + 2);
+
+    // A string index over every set answers a query on one set.
+    let out = explain("SELECT * FROM test.demo WHERE s = 'v15'");
+    assert_eq!(
+        row(&out, "index")[1],
+        "all_s (string on bin s, set (all sets))"
+    );
+    let (out, _) = server.sql("SELECT n FROM test.demo WHERE s = 'v15'");
+    assert_eq!(row(&out, "15"), ["15", "15"]);
+    assert!(out.contains("1 row in set"), "{out}");
+    let (out, _) = server.sql("SELECT n FROM test WHERE s = 'v15'");
+    assert!(out.contains("2 rows in set"), "{out}");
+    wait_for_count(&server, "{test}-si-query", queries + 4);
+
+    // A float range cannot use a numeric index: a scan, still right.
+    let out = explain("SELECT * FROM test.demo WHERE n BETWEEN 1.5 AND 3");
+    assert!(row(&out, "plan")[1].starts_with("scan"), "{out}");
+    let (out, _) = server.sql("SELECT n FROM test.demo WHERE n BETWEEN 1.5 AND 3");
+    assert!(out.contains("2 rows in set"), "{out}");
+
+    let (out, _) = server.sql("DROP INDEX test.demo demo_n");
+    assert_eq!(out.trim(), "OK, index demo_n dropped.");
+    assert!(row(&explain(select), "plan")[1].starts_with("scan"));
+    let output = server.bolide(&["sql", "-c", "CREATE INDEX x ON test.demo (n) GEO"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        texts(&output)
+            .1
+            .contains("expected NUMERIC or STRING, found 'GEO'"),
+        "{}",
+        texts(&output).1
     );
 }

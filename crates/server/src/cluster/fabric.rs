@@ -6,10 +6,13 @@
 //! the write, with no hop to another thread. A lane multiplexes requests:
 //! each carries an id its answer repeats.
 //!
-//! Incoming: a fabric connection starts with a HELLO. Request connections
-//! are served on the event loops like client connections; bulk (migration)
-//! connections go to the migrate thread. Anything that is not a valid
-//! frame from a node of this cluster closes the connection.
+//! Incoming: a fabric connection starts with a HELLO, within
+//! [`HELLO_TIMEOUT`], naming this cluster and a node that is a member of it
+//! (of the committed cluster or of the partition map in force). Request
+//! connections are served on the event loops like client connections; bulk
+//! (migration) connections go to the migrate thread. Anything that is not a
+//! valid frame from a node of this cluster closes the connection, counted
+//! in `fabric_bad_frames` and logged (at most a line a second).
 
 use super::{bump, migrate, remote};
 use crate::node::Node;
@@ -253,17 +256,52 @@ async fn read_more(
     result
 }
 
+/// Warnings about dropped fabric connections: at most one a second.
+static DROPS_LOGGED: super::LogLimiter = super::LogLimiter::new();
+
+/// Counts and logs a fabric connection dropped for what it sent.
+fn dropped(node: &Node, address: Option<std::net::SocketAddr>, reason: &str) {
+    bump(&node.cluster.counters.fabric_bad_frames);
+    if let Some(held) = DROPS_LOGGED.allow() {
+        tracing::warn!(
+            target: "cluster",
+            peer = ?address,
+            "fabric connection dropped: {reason} (and {held} more not logged since the last line)"
+        );
+    }
+}
+
 /// Serves an accepted fabric connection: reads its HELLO, then serves
 /// requests here or hands a bulk connection to the migrate thread.
 pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     bump(&node.cluster.counters.fabric_connections_opened);
-    let mut buffer = Vec::with_capacity(16 * 1024);
+    let address = stream.peer_addr().ok();
+    let mut buffer = Vec::with_capacity(4096);
     let hello = tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut stream, &mut buffer)).await;
-    let (peer, channel) = match hello {
-        Ok(Ok(hello)) if hello.2 == node.cluster.cluster_name => (hello.0, hello.1),
-        _ => {
-            bump(&node.cluster.counters.fabric_bad_frames);
+    let refused = match &hello {
+        Ok(Ok((peer, _, name))) => {
+            if *name != node.cluster.cluster_name {
+                // Escaped and cut: the name is the sender's to choose.
+                let name: String = name.escape_debug().take(80).collect();
+                Some(format!("HELLO from node {peer:X} of cluster '{name}'"))
+            } else if !node.cluster.is_member(*peer) {
+                Some(format!("HELLO from node {peer:X}, not a member"))
+            } else {
+                None
+            }
+        }
+        Ok(Err(HelloError::Closed)) => {
+            bump(&node.cluster.counters.fabric_connections_closed);
+            return;
+        }
+        Ok(Err(HelloError::Bad(reason))) => Some(reason.clone()),
+        Err(_) => Some(format!("no HELLO within {} s", HELLO_TIMEOUT.as_secs())),
+    };
+    let (peer, channel) = match (hello, refused) {
+        (Ok(Ok((peer, channel, _))), None) => (peer, channel),
+        (_, reason) => {
+            dropped(&node, address, reason.as_deref().unwrap_or("bad HELLO"));
             bump(&node.cluster.counters.fabric_connections_closed);
             return;
         }
@@ -271,7 +309,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
     match channel {
         Channel::Requests => {
             if serve_requests(&node, stream, buffer).await.is_err() {
-                bump(&node.cluster.counters.fabric_bad_frames);
+                dropped(&node, address, "bad request frame");
             }
         }
         Channel::Bulk => {
@@ -288,26 +326,44 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
     bump(&node.cluster.counters.fabric_connections_closed);
 }
 
+/// Why no HELLO came.
+enum HelloError {
+    /// Closed before sending anything.
+    Closed,
+    Bad(String),
+}
+
+/// Largest HELLO frame body.
+const HELLO_BODY_BYTES_MAX: usize = 4096;
+
 /// Reads the HELLO: (node, channel, cluster name).
 async fn read_hello(
     stream: &mut TcpStream,
     buffer: &mut Vec<u8>,
-) -> Result<(NodeId, Channel, String), ()> {
+) -> Result<(NodeId, Channel, String), HelloError> {
+    let bad = |what: &str| HelloError::Bad(what.to_owned());
     loop {
         if let Some(head) = buffer.first_chunk::<FRAME_HEADER_BYTES>() {
-            let header = codec::read_header(head).map_err(|_| ())?;
-            if header.body_bytes > 4096 {
-                return Err(());
+            let header =
+                codec::read_header(head).map_err(|error| bad(&format!("bad frame: {error}")))?;
+            if header.body_bytes > HELLO_BODY_BYTES_MAX {
+                return Err(bad(&format!(
+                    "HELLO of {} bytes is too large",
+                    header.body_bytes
+                )));
             }
         }
-        if let Some((header, body, total)) = codec::split_frame(buffer).map_err(|_| ())? {
-            let hello = match Fabric::decode(header.kind, body).map_err(|_| ())? {
-                Fabric::Hello {
+        let split =
+            codec::split_frame(buffer).map_err(|error| bad(&format!("bad frame: {error}")))?;
+        if let Some((header, body, total)) = split {
+            let hello = match Fabric::decode(header.kind, body) {
+                Ok(Fabric::Hello {
                     node,
                     cluster_name,
                     channel,
-                } => (node, channel, cluster_name.to_owned()),
-                _ => return Err(()),
+                }) => (node, channel, cluster_name.to_owned()),
+                Ok(_) => return Err(bad("first frame is not a HELLO")),
+                Err(error) => return Err(bad(&format!("bad HELLO: {error}"))),
             };
             buffer.drain(..total);
             return Ok(hello);
@@ -315,10 +371,13 @@ async fn read_hello(
         let start = buffer.len();
         buffer.resize(start + 4096, 0);
         use tokio::io::AsyncReadExt;
-        let read = stream.read(&mut buffer[start..]).await.map_err(|_| ())?;
-        buffer.truncate(start + read);
-        if read == 0 {
-            return Err(());
+        let read = stream.read(&mut buffer[start..]).await;
+        buffer.truncate(start + *read.as_ref().unwrap_or(&0));
+        match read {
+            Ok(0) | Err(_) if start == 0 => return Err(HelloError::Closed),
+            Ok(0) => return Err(bad("closed in the middle of the HELLO")),
+            Err(error) => return Err(bad(&format!("{error} in the middle of the HELLO"))),
+            Ok(_) => {}
         }
     }
 }

@@ -5,7 +5,11 @@
 //! sends, routing snapshots, migrations and log lines.
 //!
 //! A peer that sends anything that is not a valid frame is disconnected;
-//! nothing it sent is trusted.
+//! nothing it sent is trusted. So is one that holds a frame unfinished
+//! (or sends nothing) for longer than a few heartbeat timeouts, and one
+//! whose unfinished frame would take the heartbeat connections' buffers
+//! over [`BUFFERED_BYTES_MAX`]: garbage and stalled senders cost the node a
+//! bounded amount of memory, and only for a while.
 
 use super::{migrate, monotonic_ms, wall_ms, Event};
 use crate::node::Node;
@@ -16,6 +20,7 @@ use bolide_cluster::{Envelope, Version};
 use bolide_types::PARTITION_COUNT;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,7 +28,18 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 /// Largest heartbeat frame (an exchange commit of a large cluster).
-const HEARTBEAT_FRAME_BYTES_MAX: usize = 16 * 1024 * 1024;
+pub const HEARTBEAT_FRAME_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Buffer each inbound heartbeat connection may hold without charging
+/// [`BUFFERED_BYTES_MAX`]: every pulse fits in it.
+pub const CONNECTION_FREE_BYTES: usize = 64 * 1024;
+/// Most bytes of unfinished frames that inbound heartbeat connections hold
+/// above their free share, all together: two of the largest frames.
+pub const BUFFERED_BYTES_MAX: u64 = 2 * HEARTBEAT_FRAME_BYTES_MAX as u64;
+/// Size of each read while no large frame is under way.
+const READ_CHUNK_BYTES: usize = 4096;
+/// An inbound connection must bring a whole frame at least this often (or
+/// twice the heartbeat expiry, if longer); peers pulse every interval.
+const FRAME_WAIT_MIN: Duration = Duration::from_secs(5);
 /// Frames queued for a peer before new ones are dropped (it is slow or
 /// gone; the protocol resends what matters).
 const DIALER_QUEUE: usize = 1024;
@@ -237,8 +253,22 @@ fn encode(envelope: &Envelope) -> Arc<Vec<u8>> {
     Arc::new(frame)
 }
 
+/// How long an inbound connection may go without bringing a whole frame.
+fn frame_wait(node: &Node) -> Duration {
+    let expiry_ms = node
+        .config
+        .heartbeat_interval_ms
+        .max(1)
+        .saturating_mul(node.config.heartbeat_timeout.max(3));
+    FRAME_WAIT_MIN.max(Duration::from_millis(expiry_ms.saturating_mul(2)))
+}
+
+/// Warnings about dropped heartbeat connections: at most one a second.
+static DROPS_LOGGED: super::LogLimiter = super::LogLimiter::new();
+
 /// Accepts heartbeat connections; each gets a reader.
 async fn accept(node: Arc<Node>, listener: TcpListener, inbound: mpsc::UnboundedSender<Envelope>) {
+    let wait = frame_wait(&node);
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -247,10 +277,18 @@ async fn accept(node: Arc<Node>, listener: TcpListener, inbound: mpsc::Unbounded
                 let node = Arc::clone(&node);
                 let inbound = inbound.clone();
                 tokio::task::spawn_local(async move {
-                    if let Err(error) = read_envelopes(stream, &inbound).await {
+                    let pool = &node.cluster.counters.heartbeat_buffered_bytes;
+                    if let Err(error) = read_envelopes(stream, &inbound, pool, wait).await {
                         if !matches!(error, ReadError::Closed) {
                             super::bump(&node.cluster.counters.heartbeat_bad_frames);
-                            tracing::warn!(target: "cluster", %peer, %error, "heartbeat connection dropped");
+                            if let Some(held) = DROPS_LOGGED.allow() {
+                                tracing::warn!(
+                                    target: "cluster",
+                                    %peer,
+                                    %error,
+                                    "heartbeat connection dropped (and {held} more not logged since the last line)"
+                                );
+                            }
                         }
                     }
                     super::bump(&node.cluster.counters.heartbeat_connections_closed);
@@ -266,62 +304,143 @@ async fn accept(node: Arc<Node>, listener: TcpListener, inbound: mpsc::Unbounded
 
 #[derive(Debug)]
 pub(crate) enum ReadError {
+    /// The peer closed (or reset) the connection between frames.
     Closed,
-    Io(std::io::Error),
+    /// It closed or failed in the middle of a frame.
+    Cut(usize, Option<std::io::Error>),
     Codec(CodecError),
     TooLarge(usize),
+    /// No whole frame for this long.
+    Stalled(Duration),
+    /// The unfinished frame does not fit [`BUFFERED_BYTES_MAX`].
+    NoRoom(usize),
 }
 
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadError::Closed => write!(f, "closed"),
-            ReadError::Io(error) => write!(f, "{error}"),
+            ReadError::Cut(bytes, None) => write!(f, "closed after {bytes} bytes of a frame"),
+            ReadError::Cut(bytes, Some(error)) => {
+                write!(f, "{error} after {bytes} bytes of a frame")
+            }
             ReadError::Codec(error) => write!(f, "bad frame: {error}"),
             ReadError::TooLarge(bytes) => write!(f, "frame of {bytes} bytes is too large"),
+            ReadError::Stalled(wait) => write!(f, "no whole frame in {} s", wait.as_secs()),
+            ReadError::NoRoom(bytes) => write!(
+                f,
+                "no room for a frame of {bytes} bytes: heartbeat buffers are full"
+            ),
         }
     }
 }
 
-/// Reads frames until the peer leaves or sends something invalid.
-async fn read_envelopes(
+/// Bytes charged to a node-wide bound, given back when dropped.
+struct Charge<'a> {
+    pool: &'a AtomicU64,
+    bytes: u64,
+}
+
+impl Charge<'_> {
+    /// Charges `bytes` in all, if they fit under `limit`.
+    fn set(&mut self, bytes: u64, limit: u64) -> bool {
+        if bytes <= self.bytes {
+            self.pool.fetch_sub(self.bytes - bytes, Relaxed);
+            self.bytes = bytes;
+            return true;
+        }
+        let more = bytes - self.bytes;
+        let fits = self
+            .pool
+            .fetch_update(Relaxed, Relaxed, |used| {
+                used.checked_add(more).filter(|&total| total <= limit)
+            })
+            .is_ok();
+        if fits {
+            self.bytes = bytes;
+        }
+        fits
+    }
+}
+
+impl Drop for Charge<'_> {
+    fn drop(&mut self) {
+        self.pool.fetch_sub(self.bytes, Relaxed);
+    }
+}
+
+/// Reads frames until the peer leaves, sends something invalid, holds a
+/// frame unfinished (or sends nothing) for `wait`, or its unfinished frame
+/// finds no room under [`BUFFERED_BYTES_MAX`] in `pool`. The buffer grows
+/// with what arrives, never to what a header announces.
+pub(crate) async fn read_envelopes(
     mut stream: TcpStream,
     inbound: &mpsc::UnboundedSender<Envelope>,
+    pool: &AtomicU64,
+    wait: Duration,
 ) -> Result<(), ReadError> {
-    let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut charge = Charge { pool, bytes: 0 };
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut deadline = tokio::time::Instant::now() + wait;
     loop {
+        let mut used = 0;
         while let Some((header, body, total)) =
-            codec::split_frame(&buffer).map_err(ReadError::Codec)?
+            codec::split_frame(&buffer[used..]).map_err(ReadError::Codec)?
         {
             let envelope = Envelope::decode(header.kind, body).map_err(ReadError::Codec)?;
             let _ = inbound.send(envelope);
-            buffer.drain(..total);
+            used += total;
+            deadline = tokio::time::Instant::now() + wait;
         }
-        if let Some(head) = buffer.first_chunk::<FRAME_HEADER_BYTES>() {
-            let header = codec::read_header(head).map_err(ReadError::Codec)?;
-            if header.body_bytes > HEARTBEAT_FRAME_BYTES_MAX {
-                return Err(ReadError::TooLarge(header.body_bytes));
+        buffer.drain(..used);
+        // The whole of the frame under way (its header, until it is in).
+        let needed = match buffer.first_chunk::<FRAME_HEADER_BYTES>() {
+            Some(head) => {
+                let header = codec::read_header(head).map_err(ReadError::Codec)?;
+                if header.body_bytes > HEARTBEAT_FRAME_BYTES_MAX {
+                    return Err(ReadError::TooLarge(header.body_bytes));
+                }
+                FRAME_HEADER_BYTES + header.body_bytes
             }
+            None => FRAME_HEADER_BYTES,
+        };
+        // A small read, or for a large frame up to twice what is in.
+        let room = if needed > buffer.len() + READ_CHUNK_BYTES {
+            (needed - buffer.len()).min(buffer.len().max(READ_CHUNK_BYTES))
+        } else {
+            READ_CHUNK_BYTES
+        };
+        if buffer.capacity() > CONNECTION_FREE_BYTES && buffer.len() + room <= READ_CHUNK_BYTES {
+            buffer.shrink_to(READ_CHUNK_BYTES);
         }
-        let read = read_more(&mut stream, &mut buffer)
-            .await
-            .map_err(ReadError::Io)?;
-        if read == 0 {
-            return Err(ReadError::Closed);
+        if buffer.capacity() < buffer.len() + room {
+            let capacity = buffer.len() + room;
+            let charged = capacity.saturating_sub(CONNECTION_FREE_BYTES) as u64;
+            if !charge.set(charged, BUFFERED_BYTES_MAX) {
+                return Err(ReadError::NoRoom(needed));
+            }
+            buffer.reserve_exact(room);
+        }
+        let charged = buffer.capacity().saturating_sub(CONNECTION_FREE_BYTES) as u64;
+        if !charge.set(charged, BUFFERED_BYTES_MAX) {
+            return Err(ReadError::NoRoom(needed));
+        }
+        let start = buffer.len();
+        buffer.resize(start + room, 0);
+        let read = tokio::time::timeout_at(deadline, stream.read(&mut buffer[start..])).await;
+        let read = match read {
+            Ok(read) => read,
+            Err(_) => return Err(ReadError::Stalled(wait)),
+        };
+        buffer.truncate(start + *read.as_ref().unwrap_or(&0));
+        match read {
+            Ok(0) if start == 0 => return Err(ReadError::Closed),
+            Ok(0) => return Err(ReadError::Cut(start, None)),
+            Err(_) if start == 0 => return Err(ReadError::Closed),
+            Err(error) => return Err(ReadError::Cut(start, Some(error))),
+            Ok(_) => {}
         }
     }
-}
-
-pub(crate) async fn read_more(
-    stream: &mut TcpStream,
-    buffer: &mut Vec<u8>,
-) -> std::io::Result<usize> {
-    let start = buffer.len();
-    buffer.resize(start + 64 * 1024, 0);
-    let result = stream.read(&mut buffer[start..]).await;
-    let read = *result.as_ref().unwrap_or(&0);
-    buffer.truncate(start + read);
-    result
 }
 
 /// One outgoing heartbeat connection per endpoint.
@@ -405,4 +524,140 @@ async fn dial(node: Arc<Node>, endpoint: Endpoint, mut frames: mpsc::Receiver<Ar
 pub fn bind(node: &Node) -> Result<std::net::TcpListener, String> {
     let address = node.cluster.heartbeat_bind;
     crate::bind(address).map_err(|error| format!("heartbeat: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bolide_cluster::Message;
+
+    /// Runs `read_envelopes` on a loopback connection the test writes
+    /// with `send`; returns how it ended and the envelopes it passed on.
+    fn read_from(
+        wait: Duration,
+        pool: &AtomicU64,
+        send: impl FnOnce(std::net::TcpStream) + Send + 'static,
+    ) -> (Result<(), ReadError>, Vec<Envelope>) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let address = listener.local_addr().expect("address");
+            let writer = std::thread::spawn(move || {
+                send(std::net::TcpStream::connect(address).expect("connect"))
+            });
+            let (stream, _) = listener.accept().await.expect("accept");
+            let (inbound, mut received) = mpsc::unbounded_channel();
+            let result = read_envelopes(stream, &inbound, pool, wait).await;
+            writer.join().expect("writer");
+            let mut envelopes = Vec::new();
+            while let Ok(envelope) = received.try_recv() {
+                envelopes.push(envelope);
+            }
+            (result, envelopes)
+        })
+    }
+
+    fn join_request(from: u64) -> Vec<u8> {
+        let mut frame = Vec::new();
+        Envelope {
+            from,
+            message: Message::JoinRequest,
+        }
+        .encode(&mut frame);
+        frame
+    }
+
+    fn header(body_bytes: u32) -> Vec<u8> {
+        let mut frame = join_request(1);
+        frame.truncate(FRAME_HEADER_BYTES);
+        frame[8..12].copy_from_slice(&body_bytes.to_le_bytes());
+        frame
+    }
+
+    #[test]
+    fn valid_frames_pass_and_a_clean_close_is_not_an_error() {
+        let pool = AtomicU64::new(0);
+        let (result, envelopes) = read_from(Duration::from_secs(5), &pool, |mut stream| {
+            use std::io::Write;
+            let mut frames = join_request(7);
+            frames.extend(join_request(8));
+            stream.write_all(&frames).expect("write");
+        });
+        assert!(matches!(result, Err(ReadError::Closed)), "{result:?}");
+        let senders: Vec<u64> = envelopes.iter().map(|e| e.from).collect();
+        assert_eq!(senders, [7, 8]);
+        assert_eq!(pool.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn a_frame_held_unfinished_is_dropped_after_the_wait() {
+        let pool = AtomicU64::new(0);
+        let started = std::time::Instant::now();
+        let (result, _) = read_from(Duration::from_millis(300), &pool, |mut stream| {
+            use std::io::{Read, Write};
+            stream.write_all(&header(1000)).expect("write");
+            stream.write_all(&[0; 10]).expect("write");
+            // Hold it until the node closes it.
+            let _ = stream.read(&mut [0; 1]);
+        });
+        assert!(matches!(result, Err(ReadError::Stalled(_))), "{result:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // Nor may a connection send nothing at all for that long.
+        let (result, _) = read_from(Duration::from_millis(300), &pool, |mut stream| {
+            use std::io::Read;
+            let _ = stream.read(&mut [0; 1]);
+        });
+        assert!(matches!(result, Err(ReadError::Stalled(_))), "{result:?}");
+    }
+
+    #[test]
+    fn a_cut_frame_is_an_error_and_a_huge_one_is_refused_on_its_header() {
+        let pool = AtomicU64::new(0);
+        let (result, _) = read_from(Duration::from_secs(5), &pool, |mut stream| {
+            use std::io::Write;
+            stream.write_all(&join_request(7)[..20]).expect("write");
+        });
+        assert!(matches!(result, Err(ReadError::Cut(20, _))), "{result:?}");
+        let announced = HEARTBEAT_FRAME_BYTES_MAX as u32 + 1;
+        let (result, _) = read_from(Duration::from_secs(5), &pool, move |mut stream| {
+            use std::io::{Read, Write};
+            stream.write_all(&header(announced)).expect("write");
+            let _ = stream.read(&mut [0; 1]);
+        });
+        assert!(matches!(result, Err(ReadError::TooLarge(_))), "{result:?}");
+    }
+
+    #[test]
+    fn unfinished_frames_share_a_bound_and_give_it_back() {
+        // Most of the bound is taken by other connections.
+        let pool = AtomicU64::new(BUFFERED_BYTES_MAX - 100_000);
+        let (result, _) = read_from(Duration::from_secs(5), &pool, |mut stream| {
+            use std::io::{Read, Write};
+            stream.write_all(&header(1 << 20)).expect("write");
+            let _ = stream.write_all(&vec![0; 1 << 20]);
+            let _ = stream.read(&mut [0; 1]);
+        });
+        assert!(matches!(result, Err(ReadError::NoRoom(_))), "{result:?}");
+        assert_eq!(pool.load(Relaxed), BUFFERED_BYTES_MAX - 100_000);
+        // With room, the same frame is read (its bad checksum is refused
+        // once it is whole), and its charge is given back.
+        let pool = AtomicU64::new(0);
+        let (result, _) = read_from(Duration::from_secs(5), &pool, |mut stream| {
+            use std::io::{Read, Write};
+            stream.write_all(&header(1 << 20)).expect("write");
+            let _ = stream.write_all(&vec![0; 1 << 20]);
+            let _ = stream.read(&mut [0; 1]);
+        });
+        assert!(
+            matches!(
+                result,
+                Err(ReadError::Codec(CodecError::ChecksumMismatch { .. }))
+            ),
+            "{result:?}"
+        );
+        assert_eq!(pool.load(Relaxed), 0);
+    }
 }

@@ -178,6 +178,7 @@ pub fn statistics(node: &Node, text: &mut String) {
          time_since_rebalance={since_rebalance};rebalance_generation={};\
          heartbeat_received_self={};heartbeat_received_foreign={};heartbeat_nodes={};\
          heartbeat_connections_opened={};heartbeat_connections_closed={};heartbeat_bad_frames={};\
+         heartbeat_buffered_bytes={};\
          fabric_connections_opened={};fabric_connections_closed={};fabric_bad_frames={};\
          proxy_in_progress={};client_proxy_complete={};client_proxy_error={};client_proxy_timeout={};\
          from_proxy_complete={};from_proxy_redirect={};\
@@ -201,6 +202,7 @@ pub fn statistics(node: &Node, text: &mut String) {
         load(&counters.heartbeat_connections_opened),
         load(&counters.heartbeat_connections_closed),
         load(&counters.heartbeat_bad_frames),
+        load(&counters.heartbeat_buffered_bytes),
         load(&counters.fabric_connections_opened),
         load(&counters.fabric_connections_closed),
         load(&counters.fabric_bad_frames),

@@ -75,6 +75,10 @@ pub struct Counters {
     pub heartbeat_connections_closed: AtomicU64,
     pub heartbeat_bad_frames: AtomicU64,
     pub tombstones_raided: AtomicU64,
+    /// Bytes of unfinished heartbeat frames held above each connection's
+    /// first [`heartbeat::CONNECTION_FREE_BYTES`] (a gauge, bounded by
+    /// [`heartbeat::BUFFERED_BYTES_MAX`]).
+    pub heartbeat_buffered_bytes: AtomicU64,
 }
 
 /// The cluster as the rest of the node sees it.
@@ -219,6 +223,22 @@ impl ClusterService {
             .unwrap_or_default()
     }
 
+    /// Whether `node` is another member of this node's cluster: of the
+    /// committed cluster, or of the partition map in force (the two differ
+    /// for a moment at each change). Only members may open fabric
+    /// connections here.
+    pub fn is_member(&self, node: NodeId) -> bool {
+        if node == self.node_id || node == 0 {
+            return false;
+        }
+        if self.routing.load().member_index(node).is_some() {
+            return true;
+        }
+        self.status
+            .lock()
+            .is_ok_and(|status| status.succession.contains(&node))
+    }
+
     /// The fabric endpoint of `node`: from the map in force, else from the
     /// cluster's peer list.
     pub fn fabric_endpoint(&self, node: NodeId) -> Option<Endpoint> {
@@ -308,6 +328,46 @@ pub(crate) async fn connect_from(
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other(format!("{address}: no address"))))
+}
+
+/// Logs a kind of event at most once a second, counting the events it
+/// stays quiet about (a flood of hostile connections must not flood the
+/// log).
+pub struct LogLimiter {
+    last_ms: AtomicU64,
+    held: AtomicU64,
+}
+
+impl LogLimiter {
+    pub const fn new() -> LogLimiter {
+        LogLimiter {
+            last_ms: AtomicU64::new(0),
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(events not logged since the last line)` when a line may be
+    /// logged now; otherwise counts this event as held back.
+    pub fn allow(&self) -> Option<u64> {
+        let now = monotonic_ms() + 1000;
+        let last = self.last_ms.load(Relaxed);
+        if now >= last + 1000
+            && self
+                .last_ms
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            return Some(self.held.swap(0, Relaxed));
+        }
+        self.held.fetch_add(1, Relaxed);
+        None
+    }
+}
+
+impl Default for LogLimiter {
+    fn default() -> LogLimiter {
+        LogLimiter::new()
+    }
 }
 
 /// Counts an increment of a relaxed counter.

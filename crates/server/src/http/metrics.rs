@@ -80,10 +80,11 @@ const NODE: &[Known] = &[
     known("heartbeat_nodes", "heartbeat_nodes", GAUGE, 1.0, "Other nodes heard on the heartbeat now."),
     known("heartbeat_connections_opened", "heartbeat_connections_opened_total", COUNTER, 1.0, "Heartbeat connections opened."),
     known("heartbeat_connections_closed", "heartbeat_connections_closed_total", COUNTER, 1.0, "Heartbeat connections closed."),
-    known("heartbeat_bad_frames", "heartbeat_bad_frames_total", COUNTER, 1.0, "Heartbeat connections dropped for an invalid frame."),
+    known("heartbeat_bad_frames", "heartbeat_bad_frames_total", COUNTER, 1.0, "Heartbeat connections dropped for an invalid, stalled or oversized frame."),
+    known("heartbeat_buffered_bytes", "heartbeat_buffered_bytes", GAUGE, 1.0, "Bytes of unfinished heartbeat frames held above each connection's free 64 KiB (at most 32 MiB)."),
     known("fabric_connections_opened", "fabric_connections_opened_total", COUNTER, 1.0, "Fabric connections opened."),
     known("fabric_connections_closed", "fabric_connections_closed_total", COUNTER, 1.0, "Fabric connections closed."),
-    known("fabric_bad_frames", "fabric_bad_frames_total", COUNTER, 1.0, "Fabric connections dropped for an invalid frame."),
+    known("fabric_bad_frames", "fabric_bad_frames_total", COUNTER, 1.0, "Fabric connections dropped for an invalid frame, a HELLO from outside the cluster or none in time."),
     known("proxy_in_progress", "proxy_in_progress", GAUGE, 1.0, "Requests being proxied to other nodes now."),
     known("client_proxy_complete", "client_proxy_complete_total", COUNTER, 1.0, "Requests proxied to the node that serves them and answered."),
     known("client_proxy_error", "client_proxy_error_total", COUNTER, 1.0, "Proxy attempts that found no connection."),
@@ -223,6 +224,26 @@ pub fn render(answers: &InfoAnswers) -> String {
     );
     if let Some(statistics) = answers.get("statistics") {
         families.statistics("bolide_node_", NODE, pairs(statistics, ';'), &[]);
+        // The cluster's identity is a name, not a figure: a series of its
+        // own whose labels say which cluster this node is in. Nodes that
+        // answer different keys are in different clusters (a split).
+        let field = |name: &str| {
+            pairs(statistics, ';')
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value)
+        };
+        if let Some(cluster_key) = field("cluster_key") {
+            families.add(
+                "bolide_node_cluster_info",
+                "Always 1; labels: the cluster key and principal this node answers (different keys on two nodes: they are in different clusters).",
+                GAUGE,
+                &[
+                    ("cluster_key", cluster_key),
+                    ("principal", field("cluster_principal").unwrap_or_default()),
+                ],
+                1.0,
+            );
+        }
     }
     for namespace in answers.namespaces() {
         if let Some(text) = answers.get(&format!("namespace/{namespace}")) {
@@ -467,7 +488,11 @@ mod tests {
         );
         assert!(text.contains("# TYPE bolide_node_client_connections_opened_total counter\nbolide_node_client_connections_opened_total 5\n"));
         assert!(text.contains("bolide_node_migrate_records_sent 7\n"));
-        assert!(!text.contains("cluster_key"));
+        assert!(!text.contains("bolide_node_cluster_key"));
+        assert!(
+            text.contains("bolide_node_cluster_info{cluster_key=\"1234\",principal=\"\"} 1\n"),
+            "{text}"
+        );
         assert!(!text.contains("weird"));
         assert!(text.contains("bolide_namespace_objects{ns=\"test\"} 3\n"));
         assert!(text.contains("bolide_namespace_stop_writes{ns=\"test\"} 0\n"));

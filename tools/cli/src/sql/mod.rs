@@ -10,13 +10,14 @@ use crate::info;
 use crate::progress::Progress;
 use crate::Target;
 use aerospike::expressions::{self as exp, Expression};
+use aerospike::query::{CollectionIndexType, Filter, IndexType};
 use aerospike::{
     AdminPolicy, Bin, Bins, Client, ClientPolicy, Key, PartitionFilter, QueryPolicy, ReadPolicy,
     Record, WritePolicy,
 };
 use comfy_table::Cell;
 use futures::StreamExt;
-use parse::{Format, Literal, Predicate, ShowWhat, Statement};
+use parse::{Format, IndexKind, Literal, Predicate, ShowWhat, Statement};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,8 @@ use std::time::{Duration, Instant};
 const TABLE_BLOCK_ROWS: usize = 1000;
 /// How long a TRUNCATE waits for the records to be swept.
 const TRUNCATE_WAIT: Duration = Duration::from_secs(60);
+/// How long a CREATE INDEX waits for every node to finish building it.
+const INDEX_WAIT: Duration = Duration::from_secs(600);
 
 const HELP: &str = "\
 Statements (keywords in any case, a trailing ';' is optional):
@@ -33,11 +36,14 @@ Statements (keywords in any case, a trailing ';' is optional):
   DELETE FROM ns.set WHERE PK = v
   SHOW NAMESPACES | SETS | BINS | INDEXES | UDFS
   TRUNCATE ns[.set]
+  CREATE INDEX name ON ns[.set] (bin) NUMERIC | STRING
+  DROP INDEX ns[.set] name
   EXPLAIN SELECT ...
   SET OUTPUT TABLE | JSON
   HELP, QUIT
 Values: 42, -1.5, 'text', \"text\", true, false, JSON('[1, {\"a\": 2}]'), LIST('[...]'), MAP('{...}')
-WHERE bin = / BETWEEN runs a scan with a filter expression (no secondary index needed).";
+WHERE bin = / BETWEEN reads a secondary index on the bin when there is one (integers
+for a NUMERIC index, a string for a STRING one), else scans with a filter expression.";
 
 /// An open session: the client, the output format, the runtime.
 pub struct Session {
@@ -110,6 +116,18 @@ impl Session {
             } => self.select(bins, &namespace, set.as_deref(), predicate, limit)?,
             Statement::Show(what) => self.show(what)?,
             Statement::Truncate { namespace, set } => self.truncate(&namespace, set.as_deref())?,
+            Statement::CreateIndex {
+                name,
+                namespace,
+                set,
+                bin,
+                kind,
+            } => self.create_index(&name, &namespace, set.as_deref(), &bin, kind)?,
+            Statement::DropIndex {
+                namespace,
+                set,
+                name,
+            } => self.drop_index(&namespace, set.as_deref(), &name)?,
             Statement::Explain(select) => self.explain(&select)?,
         }
         Ok(true)
@@ -187,10 +205,13 @@ impl Session {
         if let Some(limit) = limit {
             policy.max_records = limit;
         }
+        let mut statement = aerospike::Statement::new(namespace, set.unwrap_or(""), selected);
         if let Some(predicate) = &predicate {
-            policy.base_policy.filter_expression = Some(filter(predicate)?);
+            match self.index_for(namespace, set, predicate)? {
+                Some(index) => statement.set_filter(index.filter),
+                None => policy.base_policy.filter_expression = Some(filter(predicate)?),
+            }
         }
-        let statement = aerospike::Statement::new(namespace, set.unwrap_or(""), selected);
         let mut progress = Progress::new(self.progress, "SELECT");
         let result: Result<(), String> = self.runtime.block_on(async {
             let recordset = self
@@ -270,28 +291,11 @@ impl Session {
 
     fn truncate(&self, namespace: &str, set: Option<&str>) -> Result<(), String> {
         let seed = self.target.seed();
-        let command = match set {
-            Some(set) => format!("sets/{namespace}/{set}"),
-            None => format!("namespace/{namespace}"),
-        };
         let nodes = info::discover(&seed, self.target.timeout)?;
-        let count = |nodes: &[info::Node]| -> Result<u64, String> {
-            let mut total = 0;
-            for node in nodes {
-                let answer = info::value(&node.address, &command, self.target.timeout)?;
-                if answer == "type=unknown" {
-                    return Err(format!("namespace {namespace} not found"));
-                }
-                let separator = if set.is_some() { ':' } else { ';' };
-                total += info::pairs(&answer, separator)
-                    .into_iter()
-                    .find(|(key, _)| key == "objects")
-                    .and_then(|(_, value)| value.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
-            Ok(total)
+        let count = |nodes: &[info::Node]| -> Result<Count, String> {
+            records(nodes, namespace, set, self.target.timeout)
         };
-        let before = count(&nodes)?;
+        let before = count(&nodes)?.records;
         self.runtime
             .block_on(self.client.truncate(
                 &AdminPolicy::default(),
@@ -309,15 +313,19 @@ impl Session {
         loop {
             let left = count(&nodes)?;
             progress.update(
-                before.saturating_sub(left),
+                before.saturating_sub(left.records),
                 &format!("of {before} records removed"),
             );
-            if left == 0 {
+            // Done once every copy, not just the masters, is gone.
+            if left.copies == 0 {
                 break;
             }
             if Instant::now() > deadline {
                 progress.finish();
-                println!("OK, truncating {what}: {left} of {before} records still being removed.");
+                println!(
+                    "OK, truncating {what}: {} of {before} records still being removed.",
+                    left.records
+                );
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -380,10 +388,27 @@ impl Session {
                     ),
                     Predicate::Pk(_) => unreachable!("handled above"),
                 };
-                rows.push((
-                    "plan".into(),
-                    "scan of every partition on every node; each node keeps the records whose bin passes a filter expression".into(),
-                ));
+                match self.index_for(namespace, set.as_deref(), predicate)? {
+                    Some(index) => {
+                        rows.push((
+                            "plan".into(),
+                            "secondary index query: each node reads only the index entries that match".into(),
+                        ));
+                        rows.push((
+                            "index".into(),
+                            format!(
+                                "{} ({} on bin {bin}, set {})",
+                                index.name,
+                                index.kind,
+                                index.set.as_deref().unwrap_or("(all sets)")
+                            ),
+                        ));
+                    }
+                    None => rows.push((
+                        "plan".into(),
+                        "scan of every partition on every node; each node keeps the records whose bin passes a filter expression (no usable secondary index on the bin)".into(),
+                    )),
+                }
                 rows.push(("filter".into(), format!("{bin} {test}")));
             }
             None => rows.push((
@@ -405,6 +430,144 @@ impl Session {
                 println!("{plan}");
             }
         }
+        Ok(())
+    }
+
+    /// A readable secondary index that answers `predicate` on `namespace`
+    /// (and `set`): one on the bin, of the literal's type (NUMERIC for
+    /// integers, STRING for a string), over that set or over every set.
+    /// None when there is none (or the node cannot say): the caller scans.
+    fn index_for(
+        &self,
+        namespace: &str,
+        set: Option<&str>,
+        predicate: &Predicate,
+    ) -> Result<Option<IndexUse>, String> {
+        let (bin, wanted, filter) = match predicate {
+            Predicate::Equals(bin, Literal::Int(value)) => {
+                (bin, "numeric", Filter::equal(bin.as_str(), *value))
+            }
+            Predicate::Equals(bin, Literal::Str(value)) => {
+                (bin, "string", Filter::equal(bin.as_str(), value.as_str()))
+            }
+            Predicate::Between(bin, Literal::Int(low), Literal::Int(high)) => {
+                (bin, "numeric", Filter::range(bin.as_str(), *low, *high))
+            }
+            _ => return Ok(None),
+        };
+        let answer = info::value(
+            &self.target.seed(),
+            &format!("sindex-list:ns={namespace}"),
+            self.target.timeout,
+        )?;
+        if info::check(&answer).is_err() {
+            return Ok(None);
+        }
+        let found = answer
+            .split(';')
+            .map(|entry| info::pairs(entry, ':'))
+            .find(|fields| {
+                let field = |name: &str| {
+                    fields
+                        .iter()
+                        .find(|(key, _)| key == name)
+                        .map_or("", |(_, value)| value.as_str())
+                };
+                let index_set = field("set");
+                field("ns") == namespace
+                    && field("bin") == bin
+                    && field("type").eq_ignore_ascii_case(wanted)
+                    && ["default", "none", ""]
+                        .contains(&field("indextype").to_ascii_lowercase().as_str())
+                    && ["null", ""].contains(&field("context"))
+                    && field("state").eq_ignore_ascii_case("RW")
+                    && (index_set == "null" || index_set.is_empty() || Some(index_set) == set)
+            });
+        Ok(found.map(|fields| {
+            let field = |name: &str| {
+                fields
+                    .iter()
+                    .find(|(key, _)| key == name)
+                    .map(|(_, value)| value.clone())
+                    .unwrap_or_default()
+            };
+            let index_set = field("set");
+            IndexUse {
+                name: field("indexname"),
+                kind: wanted,
+                set: (index_set != "null" && !index_set.is_empty()).then_some(index_set),
+                filter,
+            }
+        }))
+    }
+
+    fn create_index(
+        &self,
+        name: &str,
+        namespace: &str,
+        set: Option<&str>,
+        bin: &str,
+        kind: IndexKind,
+    ) -> Result<(), String> {
+        let index_type = match kind {
+            IndexKind::Numeric => IndexType::Numeric,
+            IndexKind::String => IndexType::String,
+        };
+        self.runtime
+            .block_on(self.client.create_index_on_bin(
+                &AdminPolicy::default(),
+                namespace,
+                set.unwrap_or(""),
+                bin,
+                name,
+                index_type,
+                CollectionIndexType::Default,
+                None,
+            ))
+            .map_err(|error| format!("CREATE INDEX failed: {error}"))?;
+        // Every node builds it from the records it holds: wait until each
+        // says it is fully loaded, showing the least loaded node's share.
+        let nodes = info::discover(&self.target.seed(), self.target.timeout)?;
+        let command = format!("sindex-stat:namespace={namespace};indexname={name}");
+        let mut progress = Progress::new(self.progress, "CREATE INDEX");
+        let deadline = Instant::now() + INDEX_WAIT;
+        loop {
+            let mut least = 100;
+            for node in &nodes {
+                let answer = info::value(&node.address, &command, self.target.timeout)?;
+                let loaded = info::pairs(&answer, ';')
+                    .into_iter()
+                    .find(|(key, _)| key == "load_pct")
+                    .and_then(|(_, value)| value.parse::<u64>().ok())
+                    .unwrap_or(0);
+                least = least.min(loaded);
+            }
+            progress.status(&format!("{least} % of the records indexed"));
+            if least >= 100 {
+                break;
+            }
+            if Instant::now() > deadline {
+                progress.finish();
+                println!("OK, index {name} created; still being built ({least} %).");
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        progress.finish();
+        println!("OK, index {name} created.");
+        Ok(())
+    }
+
+    fn drop_index(&self, namespace: &str, set: Option<&str>, name: &str) -> Result<(), String> {
+        self.runtime
+            .block_on(self.client.drop_index(
+                &AdminPolicy::default(),
+                namespace,
+                set.unwrap_or(""),
+                name,
+            ))
+            .map_err(|error| format!("DROP INDEX failed: {error}"))?;
+        println!("OK, index {name} dropped.");
         Ok(())
     }
 
@@ -437,6 +600,76 @@ impl Session {
     }
 }
 
+/// Records of a namespace or set in the cluster.
+struct Count {
+    /// Each record counted once.
+    records: u64,
+    /// Every copy on every node.
+    copies: u64,
+}
+
+/// Records of a namespace or set in the cluster, each counted once: a
+/// namespace's `master_objects` added over the nodes; a set's `objects`
+/// (which count every copy) added and divided by the replication factor,
+/// exact once migrations are over.
+fn records(
+    nodes: &[info::Node],
+    namespace: &str,
+    set: Option<&str>,
+    timeout: Duration,
+) -> Result<Count, String> {
+    let mut total = 0;
+    let mut all = 0;
+    let mut factor = 1;
+    for node in nodes {
+        let mut commands = vec![format!("namespace/{namespace}")];
+        if let Some(set) = set {
+            commands.push(format!("sets/{namespace}/{set}"));
+        }
+        let asked: Vec<&str> = commands.iter().map(String::as_str).collect();
+        let answers = info::request(&node.address, &asked, timeout)?;
+        let statistics = answers.get(&commands[0]).map_or("", String::as_str);
+        if statistics == "type=unknown" || statistics.starts_with("ERROR") {
+            return Err(format!("namespace {namespace} not found"));
+        }
+        let stat = |text: &str, separator: char, key: &str| {
+            info::pairs(text, separator)
+                .into_iter()
+                .find(|(name, _)| name == key)
+                .and_then(|(_, value)| value.parse::<u64>().ok())
+        };
+        match set {
+            None => {
+                let objects = stat(statistics, ';', "objects").unwrap_or(0);
+                all += objects;
+                total += stat(statistics, ';', "master_objects").unwrap_or(objects);
+            }
+            Some(_) => {
+                let sets = answers.get(&commands[1]).map_or("", String::as_str);
+                all += stat(sets, ':', "objects").unwrap_or(0);
+                factor = stat(statistics, ';', "effective_replication_factor")
+                    .unwrap_or(1)
+                    .max(1);
+            }
+        }
+    }
+    if set.is_some() {
+        total = all.div_ceil(factor);
+    }
+    Ok(Count {
+        records: total,
+        copies: all,
+    })
+}
+
+/// A secondary index a SELECT reads, and the filter that reads it.
+struct IndexUse {
+    name: String,
+    kind: &'static str,
+    set: Option<String>,
+    filter: Filter,
+}
+
 fn show_literal(literal: &Literal) -> String {
     match literal {
         Literal::Str(text) => format!("'{text}'"),
@@ -448,43 +681,69 @@ fn is_not_found(error: &aerospike::Error) -> bool {
     error.to_string().contains("not found") || error.to_string().contains("KeyNotFound")
 }
 
-/// `bin = v` or `bin BETWEEN a AND b` as a filter expression, typed by the
-/// literal (integers compare as integers unless the other side is a float).
+/// `bin = v` or `bin BETWEEN a AND b` as a filter expression. Numbers
+/// compare by value whatever the bin holds: an integer bin against the
+/// integers in range (`BETWEEN 1.5 AND 3` keeps 2 and 3), a float bin
+/// against the bounds as floats; strings and booleans compare as such.
 fn filter(predicate: &Predicate) -> Result<Expression, String> {
-    let bin_of = |bin: &str,
-                  literal: &Literal,
-                  float: bool|
-     -> Result<(Expression, Expression), String> {
-        match literal {
-            Literal::Int(int) if float => Ok((exp::float_bin(bin), exp::float_val(*int as f64))),
-            Literal::Int(int) => Ok((exp::int_bin(bin), exp::int_val(*int))),
-            Literal::Float(float) => Ok((exp::float_bin(bin), exp::float_val(*float))),
-            Literal::Str(text) => Ok((exp::string_bin(bin), exp::string_val(text.clone()))),
-            Literal::Bool(flag) => Ok((exp::bool_bin(bin), exp::bool_val(*flag))),
-            Literal::Json(_) => Err("WHERE compares numbers, strings or booleans".to_owned()),
-        }
-    };
     match predicate {
-        Predicate::Equals(bin, literal) => {
-            let (bin, value) = bin_of(bin, literal, false)?;
-            Ok(exp::eq(bin, value))
+        Predicate::Equals(bin, literal @ (Literal::Int(_) | Literal::Float(_))) => {
+            Ok(numeric_range(bin, literal, literal))
+        }
+        Predicate::Equals(bin, Literal::Str(text)) => Ok(exp::eq(
+            exp::string_bin(bin.clone()),
+            exp::string_val(text.clone()),
+        )),
+        Predicate::Equals(bin, Literal::Bool(flag)) => {
+            Ok(exp::eq(exp::bool_bin(bin.clone()), exp::bool_val(*flag)))
+        }
+        Predicate::Equals(_, Literal::Json(_)) => {
+            Err("WHERE compares numbers, strings or booleans".to_owned())
         }
         Predicate::Between(bin, low, high) => {
-            let float = matches!(low, Literal::Float(_)) || matches!(high, Literal::Float(_));
             let numeric =
                 |literal: &Literal| matches!(literal, Literal::Int(_) | Literal::Float(_));
-            if !(numeric(low) && numeric(high)) {
-                return Err("BETWEEN takes two numbers".to_owned());
+            if numeric(low) && numeric(high) {
+                Ok(numeric_range(bin, low, high))
+            } else {
+                Err("BETWEEN takes two numbers".to_owned())
             }
-            let (bin_low, low) = bin_of(bin, low, float)?;
-            let (bin_high, high) = bin_of(bin, high, float)?;
-            Ok(exp::and(vec![
-                exp::ge(bin_low, low),
-                exp::le(bin_high, high),
-            ]))
         }
         Predicate::Pk(_) => Err("a PK predicate is a lookup, not a filter".to_owned()),
     }
+}
+
+/// Integer bins in `[ceil(low), floor(high)]`, float bins in `[low, high]`
+/// (`low` and `high` are numbers; integers stay exact).
+fn numeric_range(bin: &str, low: &Literal, high: &Literal) -> Expression {
+    const INTEGER: i64 = 1;
+    const FLOAT: i64 = 2;
+    // `as` saturates at i64's bounds.
+    let int = |literal: &Literal, round: fn(f64) -> f64| match literal {
+        Literal::Int(value) => *value,
+        Literal::Float(value) => round(*value) as i64,
+        _ => 0,
+    };
+    let float = |literal: &Literal| match literal {
+        Literal::Int(value) => *value as f64,
+        Literal::Float(value) => *value,
+        _ => 0.0,
+    };
+    let (int_low, int_high) = (int(low, f64::ceil), int(high, f64::floor));
+    let (low, high) = (float(low), float(high));
+    let is = |kind: i64| exp::eq(exp::bin_type(bin.to_owned()), exp::int_val(kind));
+    exp::or(vec![
+        exp::and(vec![
+            is(INTEGER),
+            exp::ge(exp::int_bin(bin.to_owned()), exp::int_val(int_low)),
+            exp::le(exp::int_bin(bin.to_owned()), exp::int_val(int_high)),
+        ]),
+        exp::and(vec![
+            is(FLOAT),
+            exp::ge(exp::float_bin(bin.to_owned()), exp::float_val(low)),
+            exp::le(exp::float_bin(bin.to_owned()), exp::float_val(high)),
+        ]),
+    ])
 }
 
 /// A record waiting in a table block: its PK cell and its bin cells.

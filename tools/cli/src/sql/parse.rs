@@ -7,6 +7,8 @@
 //! DELETE FROM ns.set WHERE PK = v
 //! SHOW NAMESPACES | SETS | BINS | INDEXES | UDFS
 //! TRUNCATE ns[.set]
+//! CREATE INDEX name ON ns[.set] (bin) NUMERIC | STRING
+//! DROP INDEX ns[.set] name
 //! EXPLAIN SELECT …
 //! SET OUTPUT TABLE | JSON        HELP        QUIT | EXIT
 //! value: 42, -1.5, 'text', "text", true, false, JSON('[1, {"a": 2}]'), LIST('[…]'), MAP('{…}')
@@ -40,6 +42,13 @@ pub enum ShowWhat {
     Udfs,
 }
 
+/// What a secondary index holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexKind {
+    Numeric,
+    String,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Table,
@@ -70,6 +79,18 @@ pub enum Statement {
     Truncate {
         namespace: String,
         set: Option<String>,
+    },
+    CreateIndex {
+        name: String,
+        namespace: String,
+        set: Option<String>,
+        bin: String,
+        kind: IndexKind,
+    },
+    DropIndex {
+        namespace: String,
+        set: Option<String>,
+        name: String,
     },
     Explain(Box<Statement>),
     SetOutput(Format),
@@ -368,7 +389,7 @@ impl Parser {
         let Kind::Word(word) = &token.kind else {
             return Err(self.error(
                 &token,
-                "a statement (SELECT, INSERT, DELETE, SHOW, TRUNCATE, EXPLAIN)",
+                "a statement (SELECT, INSERT, DELETE, SHOW, TRUNCATE, CREATE INDEX, DROP INDEX, EXPLAIN)",
             ));
         };
         match word.to_ascii_uppercase().as_str() {
@@ -396,6 +417,40 @@ impl Parser {
                 self.advance();
                 let (namespace, set) = self.target(false)?;
                 Ok(Statement::Truncate { namespace, set })
+            }
+            "CREATE" => {
+                self.advance();
+                self.keyword("INDEX")?;
+                let name = self.name("an index name")?;
+                self.keyword("ON")?;
+                let (namespace, set) = self.target(false)?;
+                self.punct('(')?;
+                let bin = self.name("a bin name")?;
+                self.punct(')')?;
+                let token = self.advance();
+                let kind = match &token.kind {
+                    Kind::Word(word) if word.eq_ignore_ascii_case("NUMERIC") => IndexKind::Numeric,
+                    Kind::Word(word) if word.eq_ignore_ascii_case("STRING") => IndexKind::String,
+                    _ => return Err(self.error(&token, "NUMERIC or STRING")),
+                };
+                Ok(Statement::CreateIndex {
+                    name,
+                    namespace,
+                    set,
+                    bin,
+                    kind,
+                })
+            }
+            "DROP" => {
+                self.advance();
+                self.keyword("INDEX")?;
+                let (namespace, set) = self.target(false)?;
+                let name = self.name("an index name")?;
+                Ok(Statement::DropIndex {
+                    namespace,
+                    set,
+                    name,
+                })
             }
             "EXPLAIN" => {
                 self.advance();
@@ -428,7 +483,7 @@ impl Parser {
             }
             _ => Err(self.error(
                 &token,
-                "a statement (SELECT, INSERT, DELETE, SHOW, TRUNCATE, EXPLAIN)",
+                "a statement (SELECT, INSERT, DELETE, SHOW, TRUNCATE, CREATE INDEX, DROP INDEX, EXPLAIN)",
             )),
         }
     }
@@ -701,6 +756,30 @@ mod tests {
                 set: Some("my-set".into())
             }
         );
+        assert_eq!(
+            parse("create index idx_n ON test.demo (n) numeric").unwrap(),
+            Statement::CreateIndex {
+                name: "idx_n".into(),
+                namespace: "test".into(),
+                set: Some("demo".into()),
+                bin: "n".into(),
+                kind: IndexKind::Numeric,
+            }
+        );
+        assert_eq!(
+            parse("DROP INDEX test idx_s").unwrap(),
+            Statement::DropIndex {
+                namespace: "test".into(),
+                set: None,
+                name: "idx_s".into(),
+            }
+        );
+        let error = parse("CREATE INDEX i ON test.demo (n) GEO2DSPHERE").unwrap_err();
+        assert_eq!(
+            error.message,
+            "expected NUMERIC or STRING, found 'GEO2DSPHERE'"
+        );
+        assert_eq!(error.position, 32);
         assert!(matches!(
             parse("EXPLAIN SELECT * FROM test.demo WHERE PK = 'a'").unwrap(),
             Statement::Explain(_)

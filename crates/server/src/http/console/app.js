@@ -439,15 +439,27 @@ function renderSummary() {
   setText('tps-writes', last ? fmtRate(last.writes) : '–');
   setText('tps-errors', last ? fmtRate(last.errors) : '–');
   document.getElementById('tps-errors').classList.toggle('errors', Boolean(last && last.errors > 0));
-  let objects = 0, remaining = 0;
+  let records = 0, copies = 0, remaining = 0;
   const namespaces = new Set();
+  const keys = new Set();
   for (const { entry } of list) {
-    objects += num(entry.current.statistics.objects);
-    remaining += num(entry.current.statistics.migrate_partitions_remaining);
-    entry.current.namespaces.forEach((n) => namespaces.add(n));
+    const s = entry.current.statistics;
+    remaining += num(s.migrate_partitions_remaining);
+    if (s.cluster_key !== undefined) keys.add(s.cluster_key);
+    for (const [name, ns] of Object.entries(entry.current.ns)) {
+      namespaces.add(name);
+      const objects = num(ns.objects);
+      copies += objects;
+      records += ns.master_objects !== undefined ? num(ns.master_objects) : objects;
+    }
   }
-  setText('objects-total', list.length ? fmtInt(objects) : '–');
-  setText('namespace-count', namespaces.size ? `${namespaces.size} namespace${namespaces.size > 1 ? 's' : ''}` : '');
+  setText('objects-total', list.length ? fmtInt(records) : '–');
+  const nsText = namespaces.size ? `${namespaces.size} namespace${namespaces.size > 1 ? 's' : ''}` : '';
+  setText('namespace-count', copies > records ? `${fmtInt(copies)} copies · ${nsText}` : nsText);
+  // Nodes that answer different cluster keys are in different clusters.
+  const split = document.getElementById('cluster-split');
+  split.classList.toggle('hidden', keys.size < 2);
+  setText('cluster-split', keys.size > 1 ? `split: ${keys.size} cluster keys` : '');
   setText('migrations', list.length ? fmtInt(remaining) : '–');
 }
 
@@ -458,6 +470,7 @@ function setText(id, text) {
 
 function renderOverview() {
   const h = state.history;
+  const keys = new Set(snapshots().map((x) => x.entry.current.statistics.cluster_key).filter((k) => k !== undefined));
   drawChart(document.getElementById('chart-tps'), [
     { values: h.map((p) => p.reads), color: '#38bdf8', fill: true },
     { values: h.map((p) => p.writes), color: '#a78bfa', fill: true },
@@ -472,21 +485,25 @@ function renderOverview() {
   const rows = snapshots().map(({ node, entry }) => {
     const s = entry.current.statistics;
     const remaining = num(s.migrate_partitions_remaining);
-    return `<tr><td><strong>${esc(node.name || entry.current.info.node)}</strong>${node.local ? ' <span class="pill ok">this node</span>' : ''}</td>
+    const moved = s.migrate_records_transmitted !== undefined
+      ? `<div class="muted small">${fmtInt(num(s.migrate_records_transmitted))} sent · ${fmtInt(num(s.migrate_record_receives))} received</div>` : '';
+    const keyClass = keys.size > 1 ? 'pill bad' : 'mono';
+    return `<tr data-node="${esc(node.name)}"><td><strong>${esc(node.name || entry.current.info.node)}</strong>${node.local ? ' <span class="pill ok">this node</span>' : ''}</td>
       <td class="mono">${esc(node.address)}</td><td>${esc(entry.current.info.build || '')}</td>
       <td>${fmtDuration(num(s.uptime))}</td><td class="num">${esc(s.cluster_size || '–')}</td>
+      <td><span class="${keyClass}">${esc(s.cluster_key || '–')}</span></td>
       <td class="num">${fmtInt(num(s.client_connections))}</td><td class="num">${fmtInt(num(s.objects))}</td>
       <td class="num">${s.process_rss_bytes ? fmtBytes(num(s.process_rss_bytes)) : '–'}</td>
       <td class="num">${s.system_free_mem_pct !== undefined ? esc(s.system_free_mem_pct) + ' %' : '–'}</td>
-      <td class="num">${remaining ? `<span class="pill warn">${fmtInt(remaining)}</span>` : '<span class="pill ok">none</span>'}</td></tr>`;
+      <td class="num">${remaining ? `<span class="pill warn">${fmtInt(remaining)}</span>` : '<span class="pill ok">none</span>'}${moved}</td></tr>`;
   });
   for (const node of state.nodes) {
     const entry = state.perNode.get(node.address);
     if (entry && entry.error) {
-      rows.push(`<tr><td><strong>${esc(node.name)}</strong></td><td class="mono">${esc(node.address)}</td><td colspan="8"><span class="pill bad">unreachable</span> ${esc(entry.error)}</td></tr>`);
+      rows.push(`<tr><td><strong>${esc(node.name)}</strong></td><td class="mono">${esc(node.address)}</td><td colspan="9"><span class="pill bad">unreachable</span> ${esc(entry.error)}</td></tr>`);
     }
   }
-  setHtml('#nodes-table tbody', rows.join('') || '<tr><td class="empty" colspan="10">no node answers</td></tr>');
+  setHtml('#nodes-table tbody', rows.join('') || '<tr><td class="empty" colspan="11">no node answers</td></tr>');
 }
 
 function heat(percent) {
@@ -532,14 +549,16 @@ function setHtml(selector, html) {
 
 // One namespace over all nodes: figures added, marks from the first node.
 function namespaceView(name) {
-  const view = { name, nodes: 0, objects: 0, memoryUsed: 0, memoryTotal: 0, deviceUsed: 0, deviceTotal: 0,
+  const view = { name, nodes: 0, objects: 0, copies: 0, factor: 1, memoryUsed: 0, memoryTotal: 0, deviceUsed: 0, deviceTotal: 0,
     deviceAvailable: [], expired: 0, evicted: 0, stopWrites: false, hwm: false, config: null, sets: new Map(), bins: '' };
   for (const { entry } of snapshots()) {
     const ns = entry.current.ns[name];
     if (!ns) continue;
     view.nodes++;
     view.config = view.config || ns;
-    view.objects += num(ns.objects);
+    view.copies += num(ns.objects);
+    view.objects += ns.master_objects !== undefined ? num(ns.master_objects) : num(ns.objects);
+    view.factor = Math.max(view.factor, num(ns.effective_replication_factor) || 1);
     view.memoryUsed += num(ns.memory_used_bytes);
     view.memoryTotal += num(ns.data_total_bytes || ns['data-size']);
     view.deviceUsed += num(ns.device_used_bytes);
@@ -550,8 +569,8 @@ function namespaceView(name) {
     view.stopWrites = view.stopWrites || ns.stop_writes === 'true';
     view.hwm = view.hwm || ns.hwm_breached === 'true';
     for (const set of entry.current.sets.filter((s) => s.ns === name)) {
-      const total = view.sets.get(set.set) || { objects: 0, bytes: 0, truncating: false };
-      total.objects += num(set.objects);
+      const total = view.sets.get(set.set) || { copies: 0, bytes: 0, truncating: false };
+      total.copies += num(set.objects);
       total.bytes += num(set.data_used_bytes);
       total.truncating = total.truncating || set.truncating === 'true';
       view.sets.set(set.set, total);
@@ -592,14 +611,16 @@ function renderNamespaces() {
     const minAvail = num(c['storage-engine.min-avail-pct']);
     const availability = v.deviceAvailable.length ? Math.min(...v.deviceAvailable) : NaN;
     const sets = [...v.sets.entries()].sort((a, b) => a[0].localeCompare(b[0]));
-    const setRows = sets.map(([set, s]) => `<tr><td class="mono">${esc(set)}</td><td class="num">${fmtInt(s.objects)}</td>
+    // A set's objects count every copy: divided by the replication factor
+    // they are its records (exact once migrations are over).
+    const setRows = sets.map(([set, s]) => `<tr data-set="${esc(set)}"><td class="mono">${esc(set)}</td><td class="num" data-testid="set-records">${fmtInt(Math.ceil(s.copies / v.factor))}</td>
       <td class="num">${fmtBytes(s.bytes)}</td><td>${s.truncating ? '<span class="pill warn">truncating</span>' : ''}</td>
       <td class="num"><button class="small secondary" data-truncate-ns="${esc(name)}" data-truncate-set="${esc(set)}">Truncate…</button></td></tr>`).join('');
     return `<div class="ns-card" data-namespace="${esc(name)}">
       <div class="ns-head"><h2>${esc(name)}</h2><span class="engine">${esc(c['storage-engine'] || '')} · replication factor ${esc(c['replication-factor'] || '–')} · ${v.nodes} node${v.nodes > 1 ? 's' : ''}</span><div class="flags">${flags}</div></div>
       <div class="ns-grid"><div>
         <div class="figures">
-          <div class="figure"><div class="label">Objects</div><div class="value" data-testid="ns-objects">${fmtInt(v.objects)}</div></div>
+          <div class="figure"><div class="label">Records</div><div class="value" data-testid="ns-objects">${fmtInt(v.objects)}</div>${v.copies > v.objects ? `<div class="muted small">${fmtInt(v.copies)} copies</div>` : ''}</div>
           <div class="figure"><div class="label">Default TTL</div><div class="value">${fmtTtl(num(c['default-ttl']))}</div></div>
           <div class="figure"><div class="label">Expired</div><div class="value">${fmtInt(v.expired)}</div></div>
           <div class="figure"><div class="label">Evicted</div><div class="value">${fmtInt(v.evicted)}</div></div>
@@ -610,7 +631,7 @@ function renderNamespaces() {
         <div class="muted small">nsup every ${esc(c['nsup-period'] || '–')} s · last sweep ${esc(c.nsup_cycle_duration || 0)} ms · ${esc(v.bins)}</div>
       </div><div>
         <h3 class="sub">Sets</h3>
-        <table class="data"><thead><tr><th>Set</th><th class="num">Objects</th><th class="num">Data</th><th></th><th></th></tr></thead>
+        <table class="data"><thead><tr><th>Set</th><th class="num">Records</th><th class="num">Data</th><th></th><th></th></tr></thead>
         <tbody>${setRows || '<tr><td class="empty" colspan="5">no sets yet</td></tr>'}</tbody></table>
         <div style="margin-top:10px;text-align:right"><button class="small secondary" data-truncate-ns="${esc(name)}" data-truncate-set="">Truncate namespace…</button></div>
       </div></div></div>`;
