@@ -12,8 +12,7 @@
 //! the console parses them, so what it shows is what `asinfo` shows.
 
 use super::remote::{self, parse_peers};
-use super::{console, local_info, local_service, metrics, metrics_answers, InfoAnswers};
-use crate::node::Node;
+use super::{console, local_info, local_service, metrics, metrics_answers, Http, InfoAnswers};
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -23,9 +22,9 @@ use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
 
-type Shared = Arc<Node>;
+type Shared = Arc<Http>;
 
-pub fn router(node: Arc<Node>) -> Router {
+pub fn router(node: Arc<Http>) -> Router {
     Router::new()
         .route("/", get(console::index))
         .route("/assets/{file}", get(console::asset))
@@ -170,7 +169,7 @@ fn namespace_commands(answers: &InfoAnswers, with_config: bool) -> Vec<String> {
     commands
 }
 
-fn local_node(node: &Node, first: Vec<String>, with_config: bool) -> InfoAnswers {
+fn local_node(node: &Http, first: Vec<String>, with_config: bool) -> InfoAnswers {
     let mut answers = local_info(node, &first);
     let more = local_info(node, &namespace_commands(&answers, with_config));
     answers.merge(more);
@@ -242,7 +241,7 @@ async fn truncate(State(node): State<Shared>, Json(request): Json<TruncateReques
 }
 
 /// Whether `address` names this node's own service port.
-fn is_local(node: &Node, address: &str) -> bool {
+fn is_local(node: &Http, address: &str) -> bool {
     let own = local_service(node);
     let port = own.port().to_string();
     let Some((host, candidate_port)) = address.rsplit_once(':') else {
