@@ -61,7 +61,11 @@ pub fn check(stream: &[u8]) {
 pub fn run(stream: &[u8], piece: usize) -> Run {
     let node = fixture::node();
     let context = node.connection_context();
-    let mut session = Session::new(&context, SocketAddr::from(([127, 0, 0, 1], 3000)));
+    let mut session = Session::new(
+        &context,
+        SocketAddr::from(([127, 0, 0, 1], 3000)),
+        bolide_transaction::Caller::client(None),
+    );
     let mut answered = Vec::new();
     for chunk in stream.chunks(piece) {
         session.input.extend(chunk);

@@ -41,7 +41,14 @@ pub fn execute_here(node: &Node, body: &[u8], out: &mut Vec<u8>, scratch: &mut S
     let service = &node.cluster.cluster;
     let routing = service.routing.load_full();
     let cluster = bolide_transaction::Cluster::new(&routing, &service.gates);
-    execute(node.store(), &cluster, body, out, scratch)
+    execute(
+        node.store(),
+        &cluster,
+        &bolide_transaction::Caller::client(None),
+        body,
+        out,
+        scratch,
+    )
 }
 
 /// The digest of a string user key, as the clients compute it.

@@ -17,7 +17,9 @@ use arc_swap::ArcSwap;
 use bolide_cluster::routing::Gates;
 use bolide_cluster::Routing;
 use bolide_store::Store;
-use bolide_transaction::{Cluster, Outcome, Remote, RemoteRunner, Scratch, StreamJob, CHUNK_BYTES};
+use bolide_transaction::{
+    Caller, Cluster, Outcome, Remote, RemoteRunner, Scratch, StreamJob, CHUNK_BYTES,
+};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use bolide_wire::response::{append_admin_not_enabled, append_info};
 use std::future::Future;
@@ -100,10 +102,12 @@ pub struct Session<'c> {
     pub pending: Vec<(usize, Remote)>,
     /// The address the client connected to (`service` answers it).
     pub local: SocketAddr,
+    /// Who is asking: every request is checked against it.
+    pub caller: Caller,
 }
 
 impl<'c> Session<'c> {
-    pub fn new(context: &'c Context, local: SocketAddr) -> Session<'c> {
+    pub fn new(context: &'c Context, local: SocketAddr, caller: Caller) -> Session<'c> {
         Session {
             input: Input::default(),
             output: Vec::with_capacity(READ_CHUNK_BYTES),
@@ -112,6 +116,7 @@ impl<'c> Session<'c> {
             timing: Timing::new(&context.latencies),
             pending: Vec::new(),
             local,
+            caller,
         }
     }
 }
@@ -135,7 +140,8 @@ pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Op
     let local = connection
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let reason = run(&context, &mut connection, local).await;
+    let caller = Caller::client(peer);
+    let reason = run(&context, &mut connection, local, caller).await;
     match &reason {
         Close::Peer => {}
         Close::BadFrame(error) => {
@@ -148,8 +154,13 @@ pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Op
     context.counters.connections_closed.fetch_add(1, Relaxed);
 }
 
-async fn run(context: &Context, connection: &mut Connection, local: SocketAddr) -> Close {
-    let mut session = Session::new(context, local);
+async fn run(
+    context: &Context,
+    connection: &mut Connection,
+    local: SocketAddr,
+    caller: Caller,
+) -> Close {
+    let mut session = Session::new(context, local, caller);
     loop {
         let step = answer_buffered(context, &mut session);
         let Session {
@@ -268,14 +279,17 @@ pub fn answer_buffered(context: &Context, session: &mut Session<'_>) -> Step {
             timing,
             pending,
             local,
+            caller,
         } = &mut *session;
         let body = input
             .data()
             .get(PROTO_HEADER_BYTES..total)
             .unwrap_or_default();
-        match dispatch(
-            context, header, body, *local, output, scratch, budget, timing,
-        ) {
+        let at = Place {
+            local: *local,
+            caller,
+        };
+        match dispatch(context, header, body, &at, output, scratch, budget, timing) {
             Ok(Outcome::Answered) => input.consume(total),
             Ok(Outcome::Remote(work)) => {
                 input.consume(total);
@@ -418,6 +432,12 @@ static SCAN_THREADS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(
 /// How long a stream job waits for a client that accepts no byte.
 const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Where a frame came from: the connection's address and its caller.
+struct Place<'s> {
+    local: SocketAddr,
+    caller: &'s Caller,
+}
+
 /// Why a frame was not answered.
 enum Dispatch {
     /// Inflating it needs this many bytes of the budget first.
@@ -435,7 +455,7 @@ fn dispatch(
     context: &Context,
     header: ProtoHeader,
     body: &[u8],
-    local: SocketAddr,
+    at: &Place<'_>,
     output: &mut Vec<u8>,
     scratch: &mut Scratch,
     budget: &mut ConnectionBudget<'_>,
@@ -452,6 +472,7 @@ fn dispatch(
             return Ok(bolide_transaction::execute(
                 &context.store,
                 &cluster,
+                at.caller,
                 body,
                 output,
                 scratch,
@@ -460,7 +481,7 @@ fn dispatch(
         MessageType::Info => {
             context.counters.info_requests.fetch_add(1, Relaxed);
             let mut answer = Vec::new();
-            context.info.answer(body, local, &mut answer);
+            context.info.answer(body, at.local, at.caller, &mut answer);
             append_info(output, &answer);
         }
         MessageType::Admin => {
@@ -488,6 +509,7 @@ fn dispatch(
             return Ok(bolide_transaction::execute(
                 &context.store,
                 &cluster,
+                at.caller,
                 inner_body,
                 output,
                 scratch,

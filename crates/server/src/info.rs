@@ -8,6 +8,7 @@ use crate::counters::NodeCounters;
 use crate::latency::Latencies;
 use crate::system::{process_rss_bytes, system_memory_bytes};
 use bolide_store::Namespace;
+use bolide_transaction::{Caller, Permission};
 use bolide_types::{
     now_citrusleaf_milliseconds, now_citrusleaf_seconds, CITRUSLEAF_EPOCH_UNIX_SECONDS,
     PARTITION_COUNT,
@@ -76,9 +77,10 @@ impl Info {
         }
     }
 
-    /// Answers an info request body; `local` is the address the request
-    /// came in on.
-    pub fn answer(&self, body: &[u8], local: SocketAddr, out: &mut Vec<u8>) {
+    /// Answers an info request body for `caller`; `local` is the address
+    /// the request came in on. A command the caller may not run answers
+    /// `ERROR:81:role violation` (the others in the request still run).
+    pub fn answer(&self, body: &[u8], local: SocketAddr, caller: &Caller, out: &mut Vec<u8>) {
         if body.is_empty() {
             for name in SUMMARY {
                 append_answer(out, name, &value(self, &InfoCommand::parse(name), local));
@@ -88,7 +90,11 @@ impl Info {
         for raw in commands(body) {
             let text = String::from_utf8_lossy(raw);
             let command = InfoCommand::parse(&text);
-            append_answer(out, command.text, &value(self, &command, local));
+            let answer = match check(caller, &command) {
+                Ok(()) => value(self, &command, local),
+                Err(code) => format!("ERROR:{}:role violation", code.as_u8()),
+            };
+            append_answer(out, command.text, &answer);
         }
     }
 
@@ -110,6 +116,33 @@ impl Info {
     fn service(&self) -> &ClusterService {
         &self.cluster.cluster
     }
+}
+
+/// Whether `caller` may run `command`: the commands that change the node
+/// or its data need a permission (on the namespace and set they name);
+/// the others, which only tell, need none.
+fn check(caller: &Caller, command: &InfoCommand<'_>) -> Result<(), bolide_types::ResultCode> {
+    let permission = match command.name {
+        "truncate" | "truncate-namespace" | "truncate-undo" | "truncate-namespace-undo" => {
+            Permission::Truncate
+        }
+        "sindex-create" | "sindex-delete" => Permission::SindexAdmin,
+        "udf-put" | "udf-remove" => Permission::UdfAdmin,
+        "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
+            Permission::QueryAdmin
+        }
+        "recluster" | "services-alumni-reset" => Permission::ServiceCtrl,
+        _ => return Ok(()),
+    };
+    let namespace = command
+        .param("namespace")
+        .or_else(|| command.param("ns"))
+        .filter(|ns| !ns.is_empty());
+    let set = command
+        .param("set")
+        .filter(|set| !set.is_empty())
+        .map(str::as_bytes);
+    caller.check(permission, namespace, set)
 }
 
 fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {

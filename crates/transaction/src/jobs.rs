@@ -222,8 +222,10 @@ impl Background {
             };
             out.clear();
             let keep = || body.clone();
+            // The job was admitted when it started (`crate::scan::plan`).
             let remote = crate::execute_record(
                 cluster,
+                &crate::Caller::node(),
                 index,
                 namespace,
                 &message,

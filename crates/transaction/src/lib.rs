@@ -4,7 +4,9 @@
 //! runs its ops under the partition lock (reads under the read lock, writes
 //! under the write lock, so two writes to one record never interleave) and
 //! encodes the answer into the connection's output buffer. It runs to
-//! completion on the calling thread and never blocks on I/O.
+//! completion on the calling thread and never blocks on I/O. Each request
+//! carries its `Caller` (who is asking); `Caller::check` is the one
+//! access-control hook, asked on every path before any work (`caller`).
 //!
 //! Depends on `bolide-types`, `bolide-wire` and `bolide-store`; knows nothing
 //! of sockets.
@@ -13,6 +15,7 @@
 
 mod batch;
 mod bits;
+pub mod caller;
 mod cdt;
 pub mod cluster;
 mod expression;
@@ -32,6 +35,7 @@ pub mod udf;
 mod write;
 
 pub use batch::{BatchJob, RemoteRunner};
+pub use caller::{Caller, Permission, Policy};
 pub use cluster::{Cluster, GateGuard, Remote, Replication, Request, Standalone};
 pub use scan::ScanJob;
 
@@ -151,12 +155,13 @@ pub enum Outcome {
 /// Output bytes a stream job appends per `fill` before yielding.
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
-/// Runs one AS_MSG request (the body after the proto header): either
-/// appends its whole response to `out`, or returns a job that produces it,
-/// or the work other nodes must do first.
+/// Runs one AS_MSG request (the body after the proto header) for `caller`:
+/// either appends its whole response to `out`, or returns a job that
+/// produces it, or the work other nodes must do first.
 pub fn execute(
     store: &Store,
     cluster: &Cluster<'_>,
+    caller: &Caller,
     body: &[u8],
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
@@ -174,10 +179,10 @@ pub fn execute(
         }
     };
     if message.header.info1 & info1::BATCH != 0 {
-        return batch::start(store, cluster, body, &message, out, scratch);
+        return batch::start(store, cluster, caller, body, &message, out, scratch);
     }
     if message.fields.digest.is_none() {
-        return scan::start(store, cluster, &message, out);
+        return scan::start(store, cluster, caller, &message, out);
     }
     let found = message
         .fields
@@ -190,6 +195,7 @@ pub fn execute(
     let keep = || body.to_vec();
     match execute_record(
         cluster,
+        caller,
         index,
         namespace,
         &message,
@@ -204,9 +210,11 @@ pub fn execute(
     }
 }
 
-/// Runs a request that another node sent here (a proxy), answered framed
-/// as `framing`: a message of its own, or one row of a batch (a single
-/// record request answered as that row).
+/// Runs a request that another node sent here (a proxy), or one of this
+/// node's own requests run again, answered framed as `framing`: a message
+/// of its own, or one row of a batch (a single record request answered as
+/// that row). Such a request was admitted where it arrived from its
+/// client, so it runs as the node ([`Caller::node`]).
 pub fn execute_framed(
     store: &Store,
     cluster: &Cluster<'_>,
@@ -215,8 +223,9 @@ pub fn execute_framed(
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
 ) -> Outcome {
+    let caller = Caller::node();
     if framing == Framing::Message {
-        return execute(store, cluster, body, out, scratch);
+        return execute(store, cluster, &caller, body, out, scratch);
     }
     let message = match Message::decode(body) {
         Ok(message) if message.fields.digest.is_some() => message,
@@ -235,7 +244,7 @@ pub fn execute_framed(
     };
     let keep = || body.to_vec();
     match execute_record(
-        cluster, index, namespace, &message, None, out, scratch, framing, &keep,
+        cluster, &caller, index, namespace, &message, None, out, scratch, framing, &keep,
     ) {
         Some(remote) => Outcome::Remote(remote),
         None => Outcome::Answered,
@@ -249,6 +258,7 @@ pub fn execute_framed(
 #[allow(clippy::too_many_arguments)]
 fn execute_record(
     cluster: &Cluster<'_>,
+    caller: &Caller,
     index: usize,
     namespace: &Namespace,
     message: &Message<'_>,
@@ -262,6 +272,7 @@ fn execute_record(
     let kind = kind_of(&message.header);
     let code = match route(
         cluster,
+        caller,
         index,
         namespace,
         message,
@@ -301,6 +312,7 @@ fn append_last(out: &mut Vec<u8>, code: ResultCode) {
 #[allow(clippy::too_many_arguments)]
 fn route(
     cluster: &Cluster<'_>,
+    caller: &Caller,
     index: usize,
     namespace: &Namespace,
     message: &Message<'_>,
@@ -317,6 +329,7 @@ fn route(
     if fields.transaction {
         return Err(ResultCode::UnsupportedFeature);
     }
+    check_caller(caller, namespace, message)?;
     let digest = fields.digest.ok_or(ResultCode::Parameter)?;
     let digest: [u8; DIGEST_BYTES] = digest.try_into().map_err(|_| ResultCode::Parameter)?;
     let digest = Digest(digest);
@@ -418,6 +431,37 @@ fn route(
     } else {
         Err(ResultCode::Parameter)
     }
+}
+
+/// Whether `caller` may run this single-record request (or batch row): a
+/// record UDF needs UdfApply, a delete Delete, another write Write (and
+/// Read too if it also reads), a read Read; on the request's namespace and
+/// set.
+// PERF: hot path: one branch for an open caller.
+#[inline]
+fn check_caller(
+    caller: &Caller,
+    namespace: &Namespace,
+    message: &Message<'_>,
+) -> Result<(), ResultCode> {
+    let header = &message.header;
+    let set = message.fields.set.filter(|set| !set.is_empty());
+    let check = |permission| caller.check(permission, Some(namespace.name()), set);
+    if message.fields.udf {
+        return check(Permission::UdfApply);
+    }
+    if header.info2 & info2::WRITE == 0 {
+        return check(Permission::Read);
+    }
+    if header.info2 & info2::DELETE != 0 {
+        check(Permission::Delete)?;
+    } else {
+        check(Permission::Write)?;
+    }
+    if header.info1 & info1::READ != 0 {
+        check(Permission::Read)?;
+    }
+    Ok(())
 }
 
 /// The bytes of a stored record: from memory, or read from the device into
@@ -539,3 +583,6 @@ fn count(namespace: &Namespace, kind: Kind, code: ResultCode) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod caller_tests;

@@ -68,6 +68,7 @@ fn run(store: &Store, request: &Request) -> Reply {
     let _ = execute(
         store,
         &standalone.cluster(),
+        &Caller::client(None),
         &request.encode(),
         &mut out,
         &mut Scratch::default(),
@@ -293,6 +294,7 @@ fn unknown_namespace_and_garbage() {
     let _ = execute(
         &store,
         &standalone.cluster(),
+        &Caller::client(None),
         &[1, 2, 3],
         &mut out,
         &mut Scratch::default(),
@@ -305,7 +307,7 @@ proptest::proptest! {
     fn any_bytes_get_exactly_one_well_formed_answer(body in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
         let store = store();
         let mut out = Vec::new();
-        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &body, &mut out, &mut Scratch::default()), &mut out);
+        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &Caller::client(None), &body, &mut out, &mut Scratch::default()), &mut out);
         let frames = frames(&out);
         proptest::prop_assert!(!frames.is_empty());
     }
@@ -318,7 +320,7 @@ proptest::proptest! {
             *slot = byte;
         }
         let mut out = Vec::new();
-        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &body, &mut out, &mut Scratch::default()), &mut out);
+        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &Caller::client(None), &body, &mut out, &mut Scratch::default()), &mut out);
         proptest::prop_assert!(out.len() >= 30);
     }
 }

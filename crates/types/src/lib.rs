@@ -122,11 +122,13 @@ pub enum ResultCode {
     IndexNameTooLong = 205,
     IndexMaxCount = 206,
     SecurityNotEnabled = 52,
+    /// The caller lacks the privilege the request needs.
+    RoleViolation = 81,
 }
 
 impl ResultCode {
     /// Every code the server may answer.
-    pub const ALL: [ResultCode; 36] = [
+    pub const ALL: [ResultCode; 37] = [
         ResultCode::Ok,
         ResultCode::Unknown,
         ResultCode::NotFound,
@@ -163,6 +165,7 @@ impl ResultCode {
         ResultCode::IndexNameTooLong,
         ResultCode::IndexMaxCount,
         ResultCode::SecurityNotEnabled,
+        ResultCode::RoleViolation,
     ];
 
     #[inline]
@@ -281,7 +284,8 @@ mod tests {
                 | ResultCode::IndexGeneric
                 | ResultCode::IndexNameTooLong
                 | ResultCode::IndexMaxCount
-                | ResultCode::SecurityNotEnabled => {}
+                | ResultCode::SecurityNotEnabled
+                | ResultCode::RoleViolation => {}
             }
         }
     }

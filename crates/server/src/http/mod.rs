@@ -92,8 +92,10 @@ impl InfoAnswers {
 pub fn local_info(node: &Http, commands: &[String]) -> InfoAnswers {
     let body = commands.join("\n");
     let mut out = Vec::new();
+    // The HTTP port has no login yet: it asks as an open client.
+    let caller = bolide_transaction::Caller::client(None);
     node.info
-        .answer(body.as_bytes(), local_service(node), &mut out);
+        .answer(body.as_bytes(), local_service(node), &caller, &mut out);
     InfoAnswers::parse(&out)
 }
 
