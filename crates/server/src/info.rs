@@ -181,7 +181,8 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             format!("{},3000,[]", node.service().status().peers_generation)
         }
         "service-clear-std" | "service" => service,
-        "service-clear-alt" | "service-tls-std" | "service-tls-alt" => String::new(),
+        "service-tls-std" => tls_service_address(node, local),
+        "service-clear-alt" | "service-tls-alt" => String::new(),
         "services" | "services-alumni" => cluster::info::services(&node.cluster),
         "services-alternate" | "services-alumni-reset" => String::new(),
         "namespaces" => names(node),
@@ -340,6 +341,21 @@ fn service_address(node: &Info, local: SocketAddr) -> String {
     }
 }
 
+/// This node's TLS service address (`service-tls-std`): as
+/// [`service_address`], with the TLS port; empty without a TLS listener.
+fn tls_service_address(node: &Info, local: SocketAddr) -> String {
+    let Some(tls) = &node.config.service_tls else {
+        return String::new();
+    };
+    match &node.config.access_address {
+        Some(address) => format!("{address}:{}", tls.port),
+        None => match local {
+            SocketAddr::V4(v4) => format!("{}:{}", v4.ip(), tls.port),
+            SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), tls.port),
+        },
+    }
+}
+
 fn names(node: &Info) -> String {
     node.cluster
         .store
@@ -365,7 +381,7 @@ fn statistics(node: &Info) -> String {
     let _ = write!(
         text,
         ";uptime={};objects={};client_connections={};client_connections_opened={};client_connections_closed={};\
-         client_connections_refused={};info_requests={};admin_requests={};bad_frames={};\
+         client_connections_refused={};tls_handshake_failures={};info_requests={};admin_requests={};bad_frames={};\
          proto_buffer_budget_bytes={};proto_buffer_used_bytes={};proto_buffer_waits={};proto_buffer_closed={};\
          process_rss_bytes={};system_total_memory_bytes={};system_free_mem_pct={};\
          service_threads={}",
@@ -375,6 +391,7 @@ fn statistics(node: &Info) -> String {
         node.counters.connections_opened.load(Relaxed),
         node.counters.connections_closed.load(Relaxed),
         node.counters.connections_refused.load(Relaxed),
+        node.counters.tls_handshake_failures.load(Relaxed),
         node.counters.info_requests.load(Relaxed),
         node.counters.admin_requests.load(Relaxed),
         node.counters.bad_frames.load(Relaxed),

@@ -65,6 +65,9 @@ pub fn run(config: Config) -> Result<(), String> {
             tls: None,
         });
     }
+    if let Some(service_tls) = &config.service_tls {
+        listeners.push(tls_listener(&config, service_tls)?);
+    }
     // Only a node configured to cluster listens for other nodes.
     let service = &node.cluster.cluster;
     let (fabric_listener, heartbeat_listener) = if config.clustering {
@@ -161,6 +164,22 @@ impl Signals {
 struct Listener {
     socket: TcpListener,
     tls: Option<ServerTls>,
+}
+
+/// The service's TLS listener: its certificate and key are read now, so a
+/// bad file stops the node with a message naming it.
+fn tls_listener(config: &Config, service_tls: &config::ServiceTls) -> Result<Listener, String> {
+    let spec = config
+        .tls
+        .iter()
+        .find(|spec| spec.name == service_tls.name)
+        .ok_or_else(|| format!("tls-name {}: no such tls stanza", service_tls.name))?;
+    let tls = ServerTls::from_files(&spec.cert_file, &spec.key_file)
+        .map_err(|error| format!("tls {}: {error}", spec.name))?;
+    Ok(Listener {
+        socket: net::bind(SocketAddr::new(config.service_address, service_tls.port))?,
+        tls: Some(tls),
+    })
 }
 
 /// A connection handed to an event loop.
