@@ -366,3 +366,138 @@ pub async fn dial(local: IpAddr, address: &str) -> io::Result<TcpStream> {
     }
     Err(last.unwrap_or_else(|| io::Error::other(format!("{address}: no address"))))
 }
+
+// Bulk (migration) connections move from the event loop that accepted them
+// to the migrate thread.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Connection>();
+    assert_send::<ReadHalf>();
+    assert_send::<WriteHalf>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    /// A TLS context pair: a listener presenting a certificate for
+    /// `name`, and a dialler trusting it.
+    fn tls_pair(name: &str) -> (tls::ServerTls, tls::ClientTls) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
+        let certificate = params.self_signed(&key).expect("certificate");
+        let der = certificate.der().clone();
+        let private = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let server = tls::ServerTls::from_parts(vec![der.clone()], private).expect("server");
+        let client = tls::ClientTls::from_roots(vec![der], name).expect("client");
+        (server, client)
+    }
+
+    /// Accepts one connection on a loopback listener, with `server` TLS,
+    /// and dials it with `client` TLS.
+    async fn pair(
+        server: Option<&tls::ServerTls>,
+        client: Option<&tls::ClientTls>,
+    ) -> (Connection, Connection) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        let local = IpAddr::from([127, 0, 0, 1]);
+        let (accepted, dialled) = tokio::join!(
+            async {
+                let (stream, _) = listener.accept().await.expect("accept");
+                Connection::accept(stream, server).await.expect("handshake")
+            },
+            Connection::connect(local, &address, client)
+        );
+        (accepted, dialled.expect("connect"))
+    }
+
+    #[test]
+    fn both_transports_carry_bytes_both_ways_and_split() {
+        let (server, client) = tls_pair("node-a");
+        runtime().block_on(async {
+            for tls in [false, true] {
+                let (mut accepted, dialled) = if tls {
+                    pair(Some(&server), Some(&client)).await
+                } else {
+                    pair(None, None).await
+                };
+                assert_eq!(accepted.is_tls(), tls);
+                assert_eq!(dialled.is_tls(), tls);
+                // A fabric lane: requests out on one half, answers in on
+                // the other.
+                let (mut reader, mut writer) = dialled.into_split();
+                let request = vec![7u8; 100_000];
+                writer.write_all(&request).await.expect("write");
+                writer.flush().await.expect("flush");
+                let mut received = Vec::with_capacity(request.len());
+                while received.len() < request.len() {
+                    received.reserve(16 * 1024);
+                    let read = accepted.read_some(&mut received).await.expect("read");
+                    assert!(read > 0);
+                }
+                assert_eq!(received, request);
+                accepted.write_all(b"answer").await.expect("answer");
+                let mut answer = [0u8; 6];
+                reader.read_exact(&mut answer).await.expect("read answer");
+                assert_eq!(&answer, b"answer");
+            }
+        });
+    }
+
+    #[test]
+    fn a_peer_that_stops_reading_fails_a_bounded_write() {
+        let (server, client) = tls_pair("node-b");
+        runtime().block_on(async {
+            for tls in [false, true] {
+                let (_accepted, mut dialled) = if tls {
+                    pair(Some(&server), Some(&client)).await
+                } else {
+                    pair(None, None).await
+                };
+                // The peer never reads: the socket buffers fill, and then
+                // nothing is accepted for the stall time.
+                let bytes = vec![1u8; 64 << 20];
+                let started = std::time::Instant::now();
+                let error = dialled
+                    .write_all_within(&bytes, Duration::from_millis(300))
+                    .await
+                    .expect_err("the write must stall");
+                assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+                assert!(started.elapsed() < Duration::from_secs(10));
+            }
+        });
+    }
+
+    #[test]
+    fn a_tls_client_refuses_a_certificate_for_another_name() {
+        let (server, _) = tls_pair("node-c");
+        let (_, other) = tls_pair("node-c");
+        runtime().block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let address = listener.local_addr().expect("address").to_string();
+            let serving = async {
+                let (stream, _) = listener.accept().await.expect("accept");
+                Connection::accept(stream, Some(&server)).await
+            };
+            let dialling =
+                Connection::connect(IpAddr::from([127, 0, 0, 1]), &address, Some(&other));
+            let (accepted, dialled) = tokio::join!(serving, dialling);
+            // Signed by another key than the one the client trusts.
+            assert!(dialled.is_err());
+            assert!(accepted.is_err());
+        });
+    }
+}
