@@ -660,7 +660,8 @@ pub(crate) fn set_bin<'a>(
 pub(crate) fn storage_error(error: AppendError) -> ResultCode {
     match error {
         AppendError::OutOfSpace => ResultCode::OutOfSpace,
-        AppendError::Overload => ResultCode::DeviceOverload,
+        AppendError::Overload | AppendError::Failing => ResultCode::DeviceOverload,
+        AppendError::DeviceFull => ResultCode::OutOfSpace,
         AppendError::TooBig => ResultCode::RecordTooBig,
         AppendError::Failed => ResultCode::Unknown,
     }
