@@ -62,6 +62,14 @@ def set_config(client, command: str) -> str:
     return info_value(client, f"set-config:{command}")
 
 
+def set_config_refused(client, command: str) -> tuple:
+    """The error code and message of a refused set-config (the client
+    raises on an `ERROR:<code>:<message>` answer)."""
+    with pytest.raises(ex.AerospikeError) as refused:
+        set_config(client, command)
+    return refused.value.code, refused.value.msg
+
+
 @pytest.mark.parametrize("method", ["lz4", "snappy", "zstd"])
 def test_records_read_back_exactly_and_the_ratio_follows_the_data(nodes, tmp_path, method):
     rng = random.Random(7)
@@ -73,16 +81,16 @@ def test_records_read_back_exactly_and_the_ratio_follows_the_data(nodes, tmp_pat
     # Random bytes do not shrink: stored plain, the ratio stays at 1.
     randoms = {i: random_bytes(i, rng) for i in range(200)}
     for i, bins in randoms.items():
-        c.put(key(("r", i)), bins)
+        c.put(key(f"r-{i}"), bins)
     stats = node.stats()
     assert float(stats["data_compression_ratio"]) >= 0.99, stats["data_compression_ratio"]
     assert int(stats["storage-engine.uncompressible_records"]) >= 200
     # Documents and repetitive strings do: the ratio drops well under 1.
     documents = {i: document(i, rng) for i in range(1500)}
     for i, bins in documents.items():
-        c.put(key(("d", i)), bins)
+        c.put(key(f"d-{i}"), bins)
     for i in range(1500):
-        c.put(key(("s", i)), repetitive(i))
+        c.put(key(f"s-{i}"), repetitive(i))
     stats = node.stats()
     assert float(stats["data_compression_ratio"]) < 0.6, stats["data_compression_ratio"]
     assert float(stats["device_compression_ratio"]) == float(stats["data_compression_ratio"])
@@ -90,11 +98,11 @@ def test_records_read_back_exactly_and_the_ratio_follows_the_data(nodes, tmp_pat
 
     def check_all(client):
         for i, bins in randoms.items():
-            assert client.get(key(("r", i)))[2] == bins
+            assert client.get(key(f"r-{i}"))[2] == bins
         for i, bins in documents.items():
-            assert client.get(key(("d", i)))[2] == bins
+            assert client.get(key(f"d-{i}"))[2] == bins
         for i in range(1500):
-            assert client.get(key(("s", i)))[2] == repetitive(i)
+            assert client.get(key(f"s-{i}"))[2] == repetitive(i)
 
     check_all(c)
     node.stop()
@@ -121,7 +129,7 @@ def test_changing_the_method_at_run_time_affects_new_writes_only(nodes, tmp_path
     c = node.client()
     assert node.stats()["storage-engine.compression"] == "none"
     for i in range(300):
-        c.put(key(("plain", i)), repetitive(i))
+        c.put(key(f"plain-{i}"), repetitive(i))
     assert int(node.stats()["storage-engine.compressed_records"]) == 0
     assert set_config(c, f"context=namespace;id={NS};compression=zstd;compression-level=3") == "ok"
     stats = node.stats()
@@ -130,33 +138,37 @@ def test_changing_the_method_at_run_time_affects_new_writes_only(nodes, tmp_path
     config_answer = info_value(c, f"get-config:context=namespace;namespace={NS}")
     assert "storage-engine.compression=zstd" in config_answer
     for i in range(300):
-        c.put(key(("zstd", i)), repetitive(i))
+        c.put(key(f"zstd-{i}"), repetitive(i))
     assert int(node.stats()["storage-engine.compressed_records"]) == 300
     assert set_config(c, f"context=namespace;namespace={NS};compression=lz4;compression-acceleration=8") == "ok"
     for i in range(300):
-        c.put(key(("lz4", i)), repetitive(i))
+        c.put(key(f"lz4-{i}"), repetitive(i))
     assert node.stats()["storage-engine.compression-acceleration"] == "8"
     # Back to none: the ratio reads 1 again, and old records still read.
     assert set_config(c, f"context=namespace;id={NS};compression=none") == "ok"
     assert ratio(node) == 1.0
     assert "device_compression_ratio" not in node.stats()
     for i in range(300):
-        c.put(key(("none-again", i)), {"s": "x" * 500})
+        c.put(key(f"none-again-{i}"), {"s": "x" * 500})
     for prefix in ("plain", "zstd", "lz4"):
-        assert all(c.get(key((prefix, i)))[2] == repetitive(i) for i in range(300)), prefix
+        assert all(c.get(key(f"{prefix}-{i}"))[2] == repetitive(i) for i in range(300)), prefix
     # Bad requests say why and change nothing.
-    assert set_config(c, f"context=namespace;id={NS};compression=gzip").startswith("ERROR:4:")
-    assert set_config(c, f"context=namespace;id={NS};compression-level=10").startswith("ERROR:4:")
-    assert set_config(c, "context=namespace;id=nope;compression=lz4").startswith("ERROR:20:")
-    assert set_config(c, f"context=service;id={NS};compression=lz4").startswith("ERROR:4:")
+    code, msg = set_config_refused(c, f"context=namespace;id={NS};compression=gzip")
+    assert code == 4 and "'gzip' is not a compression method" in msg, (code, msg)
+    code, msg = set_config_refused(c, f"context=namespace;id={NS};compression-level=10")
+    assert code == 4 and "compression-level must be 1 to 9" in msg, (code, msg)
+    code, msg = set_config_refused(c, "context=namespace;id=nope;compression=lz4")
+    assert code == 20, (code, msg)
+    code, msg = set_config_refused(c, f"context=service;id={NS};compression=lz4")
+    assert code == 4, (code, msg)
     assert node.stats()["storage-engine.compression"] == "none"
     # A restart reads the mix of methods (the configured one applies again).
     node.stop()
     node.start()
     c = node.client()
     for prefix in ("plain", "zstd", "lz4"):
-        assert all(c.get(key((prefix, i)))[2] == repetitive(i) for i in range(300)), prefix
-    assert all(c.get(key(("none-again", i)))[2] == {"s": "x" * 500} for i in range(300))
+        assert all(c.get(key(f"{prefix}-{i}"))[2] == repetitive(i) for i in range(300)), prefix
+    assert all(c.get(key(f"none-again-{i}"))[2] == {"s": "x" * 500} for i in range(300))
 
 
 @pytest.mark.parametrize("engine, data_in_memory", [("device", None), ("memory", None)])
@@ -165,21 +177,26 @@ def test_defrag_keeps_compressed_records_and_their_method(nodes, tmp_path, engin
                         defrag_sleep="0", data_in_memory=data_in_memory)).start()
     c = node.client()
     rounds = 30
+
+    def bins(r, i):
+        # Half repetitive, half hex digits: compresses, but not to nothing.
+        noise = random.Random(r * 1000 + i).getrandbits(1600).to_bytes(200, "big").hex()
+        return {"r": r, "s": f"round {r} " * 60, "h": noise}
+
     for r in range(rounds):
         for i in range(200):
-            c.put(key(i), {"r": r, "s": f"round {r} " * 150})
+            c.put(key(i), bins(r, i))
         if r == rounds // 2:
             # Half the versions from now on are stored with another method.
             assert set_config(c, f"context=namespace;id={NS};compression=zstd") == "ok"
     stats = node.stats()
     assert int(stats["storage-engine.defrag_blocks"]) > 10, stats
-    want = {"r": rounds - 1, "s": f"round {rounds - 1} " * 150}
-    assert all(c.get(key(i))[2] == want for i in range(200))
+    assert all(c.get(key(i))[2] == bins(rounds - 1, i) for i in range(200))
     node.stop()
     node.start()
     c = node.client()
     assert int(node.stats()["objects"]) == 200
-    assert all(c.get(key(i))[2] == want for i in range(200))
+    assert all(c.get(key(i))[2] == bins(rounds - 1, i) for i in range(200))
 
 
 def test_the_size_limit_is_the_uncompressed_size(nodes, tmp_path):
