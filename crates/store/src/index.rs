@@ -419,6 +419,9 @@ impl IndexTable {
                 0
             };
             let old = self.replace_data(slot, data);
+            // The caller counts a replacement, not an insert, only if the
+            // old data comes back.
+            assert!(old.is_some(), "an occupied slot without its data");
             return old.map(|data| (old_meta, data, old_location));
         }
         if (self.len + 1) * 100 > self.capacity() * LOAD_MAX_PERCENT {
@@ -429,6 +432,7 @@ impl IndexTable {
         self.fill(slot, digest, meta, data, location);
         self.len += 1;
         assert!(self.len <= self.capacity());
+        debug_assert!(self.find(digest) == Some(slot), "inserted, not found");
         None
     }
 
@@ -465,8 +469,14 @@ impl IndexTable {
             location_of(entry)
         };
         let record = self.take_data(slot);
+        // Every record went in with its data; a slot without it would make
+        // the caller skip its accounting (objects, bytes, the block's live
+        // bytes) while the record leaves the table.
+        assert!(record.is_some(), "an occupied slot without its data");
+        assert!(self.len > 0, "removing from an empty table");
         self.vacate(slot);
         self.len -= 1;
+        debug_assert!(self.find(digest).is_none(), "removed, still found");
         if self.len == 0 {
             // An empty partition holds no index memory at all.
             let tombstones = self.tombstones.take();
