@@ -1422,7 +1422,14 @@ mod tests {
         assert_eq!(format_double(-0.0), "-0");
         assert_eq!(format_double(f64::INFINITY), "inf");
         assert_eq!(format_double(f64::NAN), "nan");
-        for value in [0.1, 1.0 / 3.0, 1e-300, 123_456_789.123_456_79, -7e22, 5e-324] {
+        for value in [
+            0.1,
+            1.0 / 3.0,
+            1e-300,
+            123_456_789.123_456_79,
+            -7e22,
+            5e-324,
+        ] {
             let text = format_double(value);
             assert_eq!(text.parse::<f64>().expect("parses"), value, "{text}");
         }
