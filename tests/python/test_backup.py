@@ -277,11 +277,11 @@ def test_every_type_round_trips_with_udfs_and_indexes(start_server, tmp_path):
     bolide(b.port, "backup", "-n", NS, "-d", str(out2), "-w", "3")
 
     def blocks(directory):
-        text = b"".join(p.read_bytes() for p in sorted(directory.glob("*.asb")))
         found = []
-        for part in re.split(rb"\n(?=\+ [kn] )", text):
-            if part.startswith((b"+ k", b"+ n")):
-                found.append(re.sub(rb"\n\+ [gt] \d+", b"", part.split(b"\n* ")[0]))
+        for path in sorted(directory.glob("*.asb")):
+            for part in re.split(rb"\n(?=\+ [kn] )", path.read_bytes()):
+                if part.startswith((b"+ k", b"+ n")):
+                    found.append(re.sub(rb"\n\+ [gt] \d+", b"", part))
         return sorted(found)
 
     assert blocks(out2) == blocks(out)

@@ -1077,7 +1077,6 @@ pub fn backup(target: &Target, args: BackupArgs) -> Result<(), String> {
     }
 
     // The output.
-    let mut first_file = None;
     let sink = match &destination {
         Destination::Directory(directory) => {
             prepare_directory(directory, &prefix, &state, resumed, args.remove_files)?;
@@ -1136,10 +1135,17 @@ pub fn backup(target: &Target, args: BackupArgs) -> Result<(), String> {
         limiter: Limiter::new(args.records_per_second),
         socket_timeout: Duration::from_millis(args.socket_timeout.max(1)),
     };
+    // The metadata goes first, in a file (or at the start of the file) of
+    // its own that is committed at once, so a resumed backup never loses it.
     if !preamble.is_empty() {
         match &shared.sink {
             Sink::Directory(directory) => {
-                first_file = Some(shared.open_file(directory, &preamble)?)
+                let JobFile { name, writer } = shared.open_file(directory, &preamble)?;
+                let (mut sink, _) = writer
+                    .finish()
+                    .map_err(|error| format!("{name}: {error}"))?;
+                sink.sync().map_err(|error| format!("{name}: {error}"))?;
+                shared.commit(&mut std::iter::empty(), Some(name), None)?;
             }
             Sink::Single(single) => {
                 let mut single = single.lock().unwrap_or_else(|e| e.into_inner());
@@ -1147,6 +1153,9 @@ pub fn backup(target: &Target, args: BackupArgs) -> Result<(), String> {
                     writer
                         .write_all(&preamble)
                         .map_err(|error| format!("cannot write the backup: {error}"))?;
+                }
+                if stateful {
+                    checkpoint(&shared, &mut single)?;
                 }
             }
         }
@@ -1177,7 +1186,7 @@ pub fn backup(target: &Target, args: BackupArgs) -> Result<(), String> {
                 shared: &shared,
                 partitions: todo[begin..end].to_vec(),
                 cursors: state.cursors.clone(),
-                file: if index == 0 { first_file.take() } else { None },
+                file: None,
                 text: Vec::new(),
                 changed: Vec::new(),
             };
@@ -1202,14 +1211,6 @@ pub fn backup(target: &Target, args: BackupArgs) -> Result<(), String> {
             .collect()
     });
     progress.finish();
-    // A job that had only the first file (no partitions) still closes it.
-    if let Some(JobFile { name, writer }) = first_file.take() {
-        let (mut sink, _) = writer
-            .finish()
-            .map_err(|error| format!("{name}: {error}"))?;
-        sink.sync().map_err(|error| format!("{name}: {error}"))?;
-        shared.commit(&mut std::iter::empty(), Some(name), None)?;
-    }
     let mut result = results
         .into_iter()
         .collect::<Result<Vec<()>, String>>()

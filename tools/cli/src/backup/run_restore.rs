@@ -9,7 +9,7 @@
 //! the file, line and byte, or skips and counts it with
 //! `--ignore-record-error`.
 
-use super::cluster::{Cluster, Connection, PARTITIONS};
+use super::cluster::{Cluster, Connection};
 use super::run_backup::list_indexes;
 use super::{encryption_key, interrupted, no_security, ProgressLine, RestoreArgs};
 use crate::{info, Target};
@@ -61,6 +61,9 @@ struct Shared<'a> {
     only: Option<String>,
     counts: Counts,
     failed: AtomicBool,
+    /// A write failed: the writers stop (records already decoded are
+    /// still written after a file's error).
+    write_failed: AtomicBool,
     error: Mutex<Option<String>>,
     /// Indexes held back for --indexes-last.
     later: Mutex<Vec<Index>>,
@@ -162,6 +165,7 @@ pub fn restore(target: &Target, args: RestoreArgs) -> Result<(), String> {
         only,
         counts: Counts::default(),
         failed: AtomicBool::new(false),
+        write_failed: AtomicBool::new(false),
         error: Mutex::new(None),
         later: Mutex::new(Vec::new()),
         key,
@@ -290,6 +294,21 @@ fn read_input(
     input: &Input,
     sender: &SyncSender<Vec<Record>>,
 ) -> Result<(), String> {
+    let mut batch = Vec::with_capacity(BATCH_RECORDS);
+    let result = decode_input(shared, input, sender, &mut batch);
+    // The records decoded before an error are whole: they are written.
+    if !batch.is_empty() {
+        let _ = sender.send(batch);
+    }
+    result
+}
+
+fn decode_input(
+    shared: &Shared<'_>,
+    input: &Input,
+    sender: &SyncSender<Vec<Record>>,
+    batch: &mut Vec<Record>,
+) -> Result<(), String> {
     let args = shared.args;
     let raw: Box<dyn Read + Send> = match &input.path {
         Some(path) => Box::new(std::io::BufReader::with_capacity(
@@ -311,7 +330,6 @@ fn read_input(
             .destination(namespace)
             .map_err(|error| format!("{}: {error}", input.name))?;
     }
-    let mut batch = Vec::with_capacity(BATCH_RECORDS);
     let now = now_citrusleaf();
     loop {
         if shared.stopped() {
@@ -381,7 +399,7 @@ fn read_input(
                 }
                 batch.push(record);
                 if batch.len() >= BATCH_RECORDS {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_RECORDS));
+                    let full = std::mem::replace(batch, Vec::with_capacity(BATCH_RECORDS));
                     if sender.send(full).is_err() {
                         return Ok(());
                     }
@@ -412,9 +430,6 @@ fn read_input(
                 }
             }
         }
-    }
-    if !batch.is_empty() {
-        let _ = sender.send(batch);
     }
     Ok(())
 }
@@ -564,10 +579,11 @@ impl<'s, 'a> Writer<'s, 'a> {
                 receiver.recv()
             };
             let Ok(batch) = batch else { return };
-            if self.shared.stopped() {
+            if self.shared.write_failed.load(Ordering::SeqCst) || interrupted() {
                 continue;
             }
             if let Err(error) = self.write_batch(batch) {
+                self.shared.write_failed.store(true, Ordering::SeqCst);
                 self.shared.fail(error);
             }
         }
@@ -798,9 +814,6 @@ fn write_request(
     let proto = bolide_wire::ProtoHeader::encode(MessageType::Message, body);
     out[start..start + 8].copy_from_slice(&proto);
 }
-
-/// Keeps `PARTITIONS` in use for the routing map's width.
-const _: usize = PARTITIONS;
 
 #[cfg(test)]
 mod tests {
