@@ -515,6 +515,34 @@ def test_an_interrupted_backup_resumes_and_covers_every_record_once(start_server
         assert cd.get((NS, "resume", i))[2] == {"i": i, "pad": "p" * 50}
 
 
+def test_an_interrupted_single_compressed_encrypted_file_resumes(start_server, tmp_path):
+    """One output file, zstd and AES: cut back to the state's length and
+    continued (a new zstd frame, the keystream where it stopped)."""
+    srv = start_server()
+    c = srv.client()
+    total = 9000
+    for i in range(total):
+        c.put((NS, "single", i), {"i": i})
+    out = tmp_path / "one.asb"
+    options = ["-z", "zstd", "-y", "aes256", "--encryption-key-file", str(KEY_FILE)]
+    proc = subprocess.Popen([bolide_bin(), "-p", str(srv.port), "backup", "-n", NS, "-o", str(out), "-w", "2",
+                             "-L", "3000", *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and b"--continue" in err, err
+    state = Path(f"{out}.state")
+    assert state.is_file()
+    partial = summary(bolide(srv.port, "restore", "-i", str(out), "--validate", *options))["read"]
+    assert 0 < partial < total, partial
+    bolide(srv.port, "backup", "-n", NS, "-o", str(out), "-w", "2", "--continue", str(state), *options)
+    assert not state.exists()
+    dst = start_server()
+    counts = summary(bolide(dst.port, "restore", "-i", str(out), *options))
+    # Every record once: as many read as written, and all of them.
+    assert counts["read"] == counts["written"] == total, counts
+
+
 def test_filters_partitions_and_estimate(start_server, tmp_path):
     srv = start_server()
     c = srv.client()

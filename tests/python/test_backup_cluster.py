@@ -100,3 +100,31 @@ def test_a_node_killed_during_a_backup_leaves_every_record_once(tmp_path, start_
         cd = dst.client()
         for i in range(0, total, 97):
             assert cd.get((NS, "kill", i))[2] == {"i": i, "pad": "x" * 40}
+
+
+@pytest.mark.time_limit(300)
+def test_partitions_moving_to_a_new_node_during_a_backup(tmp_path):
+    """A third node joins a 2-node cluster mid-backup: partitions migrate
+    and change masters, and the backup still holds every record once."""
+    total = 20_000
+    with LocalCluster(2) as a:
+        a.start_all()
+        a.wait_stable()
+        ca = a.client()
+        for i in range(total):
+            ca.put((NS, "move", i), {"i": i})
+        out = tmp_path / "m"
+        proc = subprocess.Popen(
+            [bolide_bin(), "-p", str(a.nodes[0].port), "backup", "-n", NS, "-d", str(out), "-w", "4", "-L", "4000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        time.sleep(1.0)
+        assert proc.poll() is None, "the backup ended before the node joined"
+        a.add_node()
+        a.wait_formed()
+        # The cluster has its new shape (new masters) while the backup runs.
+        assert proc.poll() is None, "the backup ended before the cluster changed"
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err.decode()
+        found = digests_in(out)
+        assert len(found) == total == len(set(found)), (len(found), err.decode())
