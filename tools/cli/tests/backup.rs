@@ -99,6 +99,27 @@ impl Server {
         output
     }
 
+    /// `count` records in test.p, through `bolide sql`.
+    fn fill(&self, count: usize) {
+        let inserts: String = (0..count)
+            .map(|i| format!("INSERT INTO test.p (PK, n, s) VALUES ({i}, {i}, 'v {i}\\n')\n"))
+            .collect();
+        let mut child = self
+            .command(&["sql"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("sql");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(inserts.as_bytes())
+            .expect("write");
+        assert!(child.wait().expect("wait").success());
+        assert_eq!(self.objects(), count as u64);
+    }
+
     fn objects(&self) -> u64 {
         let output = self.ok(&["asinfo", "namespace/test"]);
         let text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -183,23 +204,7 @@ fn the_sample_file_restores_and_backs_up_byte_for_byte() {
 fn a_compressed_encrypted_pipe_round_trips() {
     let source = Server::start("pipe-a");
     let target = Server::start("pipe-b");
-    let inserts: String = (0..300)
-        .map(|i| format!("INSERT INTO test.p (PK, n, s) VALUES ({i}, {i}, 'v {i}\\n')\n"))
-        .collect();
-    let mut child = source
-        .command(&["sql"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("sql");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(inserts.as_bytes())
-        .expect("write");
-    assert!(child.wait().expect("wait").success());
-    assert_eq!(source.objects(), 300);
+    source.fill(300);
     let key = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/backup-key-pkcs8.pem");
     let key = key.to_str().expect("path");
     let options = ["-z", "zstd", "-y", "aes128", "--encryption-key-file", key];
@@ -309,4 +314,54 @@ fn options_that_cannot_work_are_refused() {
     }
     // Nothing was written by any of them.
     assert_eq!(server.objects(), 0);
+}
+
+/// Progress lines on stderr with --progress (stderr is not a terminal
+/// here), none without.
+#[test]
+fn progress_shows_with_the_flag_and_not_without() {
+    let server = Server::start("progress");
+    server.fill(400);
+    let first = server.dir.join("a.asb");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "-o",
+        first.to_str().expect("path"),
+        "-L",
+        "400",
+        "--progress",
+    ]);
+    let text = stderr(&output);
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("backup: "))
+        .unwrap_or_else(|| panic!("no progress line in {text}"));
+    assert!(
+        line.contains(" records, ") && line.contains(" records/s, ") && line.contains(" MB/s"),
+        "{line}"
+    );
+    let second = server.dir.join("b.asb");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "-o",
+        second.to_str().expect("path"),
+        "-L",
+        "400",
+    ]);
+    assert!(
+        !stderr(&output)
+            .lines()
+            .any(|line| line.starts_with("backup: ")),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("backed up 400 records"),
+        "{}",
+        stderr(&output)
+    );
 }
