@@ -1078,6 +1078,19 @@ impl Security {
         set: &str,
         action: &str,
     ) -> Result<(), Refusal> {
+        self.checked(session, needs, namespace, set, action)
+            .map(|_| ())
+    }
+
+    /// [`Security::check`], returning the access it checked against.
+    fn checked(
+        &self,
+        session: Option<&Session>,
+        needs: Needs,
+        namespace: &str,
+        set: &str,
+        action: &str,
+    ) -> Result<Arc<Access>, Refusal> {
         let Some(session) = session else {
             self.counters.not_authenticated.fetch_add(1, Relaxed);
             self.violation(
@@ -1103,7 +1116,7 @@ impl Security {
             return Err(Refusal::new(ResultCode::NotAuthenticated));
         };
         match access.grants.check(needs, namespace, set) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(access),
             Err(missing) => {
                 self.counters.role_violations.fetch_add(1, Relaxed);
                 self.violation(
@@ -1156,16 +1169,77 @@ impl Security {
         set: &str,
         records: u32,
     ) -> Result<(), Refusal> {
-        self.check(session, operation.needs(), namespace, set, operation.name())?;
+        let access = self.checked(session, operation.needs(), namespace, set, operation.name())?;
         let Some(session) = session else {
             return Err(Refusal::new(ResultCode::NotAuthenticated));
         };
+        self.meter(
+            session,
+            &access,
+            operation.is_read(),
+            operation.name(),
+            namespace,
+            set,
+            records,
+        )
+    }
+
+    /// Checks one permission on `namespace` and `set` (the transaction
+    /// layer's hook asks one at a time); a data permission also counts one
+    /// record against the user's read or write quota.
+    // PERF: hot path (every request and batch row of a secured connection).
+    pub fn check_permission(
+        &self,
+        session: Option<&Session>,
+        permission: Permission,
+        namespace: &str,
+        set: &str,
+    ) -> Result<(), Refusal> {
+        let access = self.checked(
+            session,
+            Needs::of(permission),
+            namespace,
+            set,
+            permission.name(),
+        )?;
+        let Some(session) = session else {
+            return Err(Refusal::new(ResultCode::NotAuthenticated));
+        };
+        let is_read = match permission {
+            Permission::Read | Permission::Query | Permission::UdfQuery => true,
+            Permission::Write
+            | Permission::Delete
+            | Permission::UdfApply
+            | Permission::OpsQuery => false,
+            _ => return Ok(()),
+        };
+        self.meter(
+            session,
+            &access,
+            is_read,
+            permission.name(),
+            namespace,
+            set,
+            1,
+        )
+    }
+
+    /// Counts `records` against the session's read or write quota, and
+    /// reports the operation when the audit trail reports its scope.
+    #[expect(clippy::too_many_arguments, reason = "the check's context, passed on")]
+    fn meter(
+        &self,
+        session: &Session,
+        access: &Access,
+        is_read: bool,
+        action: &str,
+        namespace: &str,
+        set: &str,
+        records: u32,
+    ) -> Result<(), Refusal> {
         if self.config.enable_quotas {
-            let access = self
-                .access(session)
-                .ok_or(Refusal::new(ResultCode::NotAuthenticated))?;
             let now_s = self.now_ms() / 1000;
-            let (meter, limit) = if operation.is_read() {
+            let (meter, limit) = if is_read {
                 (&session.meters.reads, access.read_quota)
             } else {
                 (&session.meters.writes, access.write_quota)
@@ -1175,7 +1249,7 @@ impl Security {
                 self.violation(
                     session.user(),
                     Some(session.client),
-                    operation.name(),
+                    action,
                     namespace,
                     set,
                     ResultCode::QuotaExceeded,
@@ -1183,22 +1257,19 @@ impl Security {
                 return Err(Refusal::new(ResultCode::QuotaExceeded));
             }
         }
-        if self.audit.config().reports_data_ops() {
-            if let Some(access) = self.access(session) {
-                if self
-                    .audit
-                    .wants_data_op(session.user(), &access.roles, namespace, set)
-                {
-                    self.audit.log(
-                        Event::DataOp,
-                        session.user(),
-                        Some(session.client),
-                        operation.name(),
-                        &scope_detail(namespace, set),
-                        0,
-                    );
-                }
-            }
+        if self.audit.config().reports_data_ops()
+            && self
+                .audit
+                .wants_data_op(session.user(), &access.roles, namespace, set)
+        {
+            self.audit.log(
+                Event::DataOp,
+                session.user(),
+                Some(session.client),
+                action,
+                &scope_detail(namespace, set),
+                0,
+            );
         }
         Ok(())
     }

@@ -1082,3 +1082,59 @@ fn malformed_admin_messages_get_a_code_never_a_panic() {
     }
     assert!(session.is_none());
 }
+
+#[test]
+fn the_transaction_hook_asks_one_permission_at_a_time() {
+    let time = Time::new();
+    let security = node(
+        SecurityConfig {
+            enable_quotas: true,
+            ..SecurityConfig::default()
+        },
+        &time,
+    );
+    let mut admin = admin(&security);
+    assert_eq!(admin.create_role("r", &[(10, "test", "")]), OK);
+    assert_eq!(
+        admin.result(
+            command::SET_QUOTAS,
+            &[
+                (field::ROLE, b"r"),
+                (field::READ_QUOTA, &3u32.to_be_bytes()),
+                (field::WRITE_QUOTA, &0u32.to_be_bytes())
+            ]
+        ),
+        OK
+    );
+    assert_eq!(admin.create_user("kim", "pw", &["r", "sindex-admin"]), OK);
+    let mut kim = Connection::new(&security);
+    kim.login("kim", "pw").expect("login");
+    let ask = |permission: Permission, namespace: &str| {
+        security
+            .check_permission(kim.session.as_deref(), permission, namespace, "s")
+            .map_err(|refusal| refusal.result)
+    };
+    assert_eq!(ask(Permission::Read, "test"), Ok(()));
+    assert_eq!(ask(Permission::Query, "test"), Ok(()));
+    assert_eq!(
+        ask(Permission::Write, "test"),
+        Err(ResultCode::RoleViolation)
+    );
+    assert_eq!(ask(Permission::Read, "bar"), Err(ResultCode::RoleViolation));
+    // Admin permissions count against no quota.
+    for _ in 0..10 {
+        assert_eq!(ask(Permission::SindexAdmin, ""), Ok(()));
+    }
+    // Two reads above were counted; one more fits, then the quota refuses.
+    assert_eq!(ask(Permission::Read, "test"), Ok(()));
+    assert_eq!(
+        ask(Permission::Read, "test"),
+        Err(ResultCode::QuotaExceeded)
+    );
+    assert_eq!(
+        security
+            .check_permission(None, Permission::Read, "test", "")
+            .map_err(|refusal| refusal.result),
+        Err(ResultCode::NotAuthenticated)
+    );
+}
