@@ -60,14 +60,14 @@ impl Meter {
     }
 }
 
-/// Failed logins allowed from one address within [`FAILURE_WINDOW_SECONDS`]
-/// before it is held off.
+/// Failed logins of one user from one address allowed within
+/// [`FAILURE_WINDOW_SECONDS`] before that user is held off there.
 pub const FAILURES_ALLOWED: u32 = 5;
 pub const FAILURE_WINDOW_SECONDS: u64 = 60;
-/// How long an address that failed too often is refused without a look at
-/// its password (which also spares the node the hashing).
+/// How long a user that failed too often from an address is refused there
+/// without a look at its password (which also spares the node the hashing).
 pub const HOLD_OFF_SECONDS: u64 = 10;
-/// Addresses tracked at once; past that the oldest are forgotten.
+/// (address, user) pairs tracked at once; past that the oldest are forgotten.
 pub const ADDRESSES_MAX: usize = 4096;
 
 #[derive(Clone, Copy, Debug)]
@@ -77,27 +77,31 @@ struct Failures {
     held_until_s: u64,
 }
 
-/// Wrong-password brake: per client address, [`FAILURES_ALLOWED`] failures
-/// in a minute, then [`HOLD_OFF_SECONDS`] of refusals.
+/// Wrong-password brake: per client address and user name,
+/// [`FAILURES_ALLOWED`] failures in a minute, then [`HOLD_OFF_SECONDS`] of
+/// refusals. Keyed by both, so a guesser holds off only the user it guesses
+/// at from its own address: other users behind the same address (a NAT, an
+/// application server) keep logging in.
 #[derive(Debug, Default)]
 pub struct LoginBrake {
-    addresses: HashMap<IpAddr, Failures>,
+    addresses: HashMap<(IpAddr, String), Failures>,
 }
 
 impl LoginBrake {
-    /// Whether `address` is held off at `now_s`.
-    pub fn held(&self, address: IpAddr, now_s: u64) -> bool {
+    /// Whether `user` is held off at `address` at `now_s`.
+    pub fn held(&self, address: IpAddr, user: &str, now_s: u64) -> bool {
         self.addresses
-            .get(&address)
+            .get(&(address, user.to_owned()))
             .is_some_and(|failures| now_s < failures.held_until_s)
     }
 
     /// Records a failed login; returns true if it starts a hold-off.
-    pub fn failed(&mut self, address: IpAddr, now_s: u64) -> bool {
-        if self.addresses.len() >= ADDRESSES_MAX && !self.addresses.contains_key(&address) {
+    pub fn failed(&mut self, address: IpAddr, user: &str, now_s: u64) -> bool {
+        let key = (address, user.to_owned());
+        if self.addresses.len() >= ADDRESSES_MAX && !self.addresses.contains_key(&key) {
             self.forget_old(now_s);
         }
-        let failures = self.addresses.entry(address).or_insert(Failures {
+        let failures = self.addresses.entry(key).or_insert(Failures {
             count: 0,
             window_start_s: now_s,
             held_until_s: 0,
@@ -116,9 +120,9 @@ impl LoginBrake {
         false
     }
 
-    /// A successful login clears the address's record.
-    pub fn succeeded(&mut self, address: IpAddr) {
-        self.addresses.remove(&address);
+    /// A successful login clears the pair's record.
+    pub fn succeeded(&mut self, address: IpAddr, user: &str) {
+        self.addresses.remove(&(address, user.to_owned()));
     }
 
     fn forget_old(&mut self, now_s: u64) {
@@ -131,10 +135,10 @@ impl LoginBrake {
                 .addresses
                 .iter()
                 .min_by_key(|(_, failures)| failures.window_start_s)
-                .map(|(address, _)| *address);
+                .map(|(key, _)| key.clone());
             match oldest {
-                Some(address) => {
-                    self.addresses.remove(&address);
+                Some(key) => {
+                    self.addresses.remove(&key);
                 }
                 None => break,
             }
@@ -172,34 +176,36 @@ mod tests {
     }
 
     #[test]
-    fn the_brake_holds_an_address_after_five_failures() {
+    fn the_brake_holds_a_user_at_an_address_after_five_failures() {
         let mut brake = LoginBrake::default();
         let address: IpAddr = "10.0.0.1".parse().expect("address");
         let other: IpAddr = "10.0.0.2".parse().expect("address");
         for attempt in 1..FAILURES_ALLOWED {
-            assert!(!brake.failed(address, 1000), "attempt {attempt}");
-            assert!(!brake.held(address, 1000));
+            assert!(!brake.failed(address, "admin", 1000), "attempt {attempt}");
+            assert!(!brake.held(address, "admin", 1000));
         }
-        assert!(brake.failed(address, 1000));
-        assert!(brake.held(address, 1000));
-        assert!(brake.held(address, 1000 + HOLD_OFF_SECONDS - 1));
-        assert!(!brake.held(address, 1000 + HOLD_OFF_SECONDS));
-        assert!(!brake.held(other, 1000));
+        assert!(brake.failed(address, "admin", 1000));
+        assert!(brake.held(address, "admin", 1000));
+        assert!(brake.held(address, "admin", 1000 + HOLD_OFF_SECONDS - 1));
+        assert!(!brake.held(address, "admin", 1000 + HOLD_OFF_SECONDS));
+        // Another address, or another user at the same address: not held.
+        assert!(!brake.held(other, "admin", 1000));
+        assert!(!brake.held(address, "app", 1000));
         // Failures spread over more than a window never hold.
         let mut slow = LoginBrake::default();
         for minute in 0..20 {
-            assert!(!slow.failed(address, minute * FAILURE_WINDOW_SECONDS));
+            assert!(!slow.failed(address, "admin", minute * FAILURE_WINDOW_SECONDS));
         }
         // Success clears.
-        brake.succeeded(address);
-        assert!(!brake.held(address, 1000));
+        brake.succeeded(address, "admin");
+        assert!(!brake.held(address, "admin", 1000));
     }
 
     #[test]
     fn the_brake_tracks_a_bounded_number_of_addresses() {
         let mut brake = LoginBrake::default();
         for n in 0..(ADDRESSES_MAX as u32 + 100) {
-            brake.failed(IpAddr::from(n.to_be_bytes()), u64::from(n));
+            brake.failed(IpAddr::from(n.to_be_bytes()), "u", u64::from(n));
         }
         assert!(brake.tracked() <= ADDRESSES_MAX);
     }

@@ -450,11 +450,11 @@ impl Security {
         credential: &[u8],
     ) -> Result<User, Fail> {
         let now_s = self.now_ms() / 1000;
-        if self.brake.lock().held(client.ip(), now_s) {
+        if self.brake.lock().held(client.ip(), name, now_s) {
             self.counters.logins_held_off.fetch_add(1, Relaxed);
             return Err((
                 ResultCode::InvalidPassword,
-                "too many failed logins from this address: held off",
+                "too many failed logins of this user from this address: held off",
             ));
         }
         let user = self.catalog.read().user(name).cloned();
@@ -477,16 +477,16 @@ impl Security {
         };
         match verified {
             Ok(()) => {
-                self.brake.lock().succeeded(client.ip());
+                self.brake.lock().succeeded(client.ip(), name);
                 user.ok_or((ResultCode::InvalidUser, "no such user"))
             }
             Err(fail) => {
-                if self.brake.lock().failed(client.ip(), now_s) {
+                if self.brake.lock().failed(client.ip(), name, now_s) {
                     tracing::warn!(
                         %client,
                         user = name,
                         seconds = crate::limits::HOLD_OFF_SECONDS,
-                        "too many failed logins from this address: holding it off"
+                        "too many failed logins of this user from this address: holding it off"
                     );
                 }
                 Err(fail)

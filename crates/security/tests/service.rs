@@ -794,7 +794,7 @@ fn quotas_need_enable_quotas_and_limit_each_second() {
 }
 
 #[test]
-fn wrong_passwords_hold_an_address_off() {
+fn wrong_passwords_hold_a_user_off_at_an_address() {
     let time = Time::new();
     let security = node(SecurityConfig::default(), &time);
     for _ in 0..5 {
@@ -803,13 +803,19 @@ fn wrong_passwords_hold_an_address_off() {
             Err(ResultCode::InvalidPassword.as_u8())
         );
     }
-    // Held off: even the right password is refused, from that address only.
+    // Held off: even the right password is refused, from that address only,
+    // and for that user only.
     assert_eq!(
         Connection::from(&security, "10.1.1.1:2").login("admin", "admin"),
         Err(ResultCode::InvalidPassword.as_u8())
     );
     assert!(Connection::from(&security, "10.1.1.2:1")
         .login("admin", "admin")
+        .is_ok());
+    let mut admin = admin(&security);
+    assert_eq!(admin.create_user("lee", "pw", &[]), OK);
+    assert!(Connection::from(&security, "10.1.1.1:4")
+        .login("lee", "pw")
         .is_ok());
     assert_eq!(security.counters.logins_held_off.load(Relaxed), 1);
     time.advance_seconds(bolide_security::limits::HOLD_OFF_SECONDS);
