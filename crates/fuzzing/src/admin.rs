@@ -86,7 +86,9 @@ fn node(entries: &[Entry]) -> Security {
     if entries.is_empty() {
         Security::with_clock(config(), None, clock()).expect("new catalog")
     } else {
-        Security::from_entries(config(), entries.to_vec(), clock()).expect("prepared catalog")
+        Security::from_entries(config(), entries.to_vec(), clock())
+            .expect("prepared catalog")
+            .with_password_iterations(bolide_security::password::ITERATIONS_MIN)
     }
 }
 

@@ -65,9 +65,19 @@ impl std::fmt::Debug for StoredPassword {
 impl StoredPassword {
     /// Stores `client_hash` with a fresh random salt.
     pub fn new(client_hash: &[u8]) -> StoredPassword {
+        StoredPassword::with_iterations(client_hash, ITERATIONS)
+    }
+
+    /// Stores `client_hash` with `iterations` rounds (at least
+    /// [`ITERATIONS_MIN`]).
+    pub fn with_iterations(client_hash: &[u8], iterations: u32) -> StoredPassword {
         let mut salt = [0u8; SALT_BYTES];
         random_bytes(&mut salt);
-        StoredPassword::with_salt(client_hash, salt, ITERATIONS)
+        StoredPassword::with_salt(
+            client_hash,
+            salt,
+            iterations.clamp(ITERATIONS_MIN, ITERATIONS_MAX),
+        )
     }
 
     fn with_salt(client_hash: &[u8], salt: [u8; SALT_BYTES], iterations: u32) -> StoredPassword {

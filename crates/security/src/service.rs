@@ -190,6 +190,8 @@ pub struct Security {
     brake: Mutex<LoginBrake>,
     meters: Mutex<HashMap<String, Arc<UserMeters>>>,
     clock: Clock,
+    /// PBKDF2 rounds for passwords set from now on.
+    password_iterations: u32,
     pub audit: Audit,
     pub counters: Counters,
 }
@@ -244,6 +246,7 @@ impl Security {
             brake: Mutex::new(LoginBrake::default()),
             meters: Mutex::new(HashMap::new()),
             clock,
+            password_iterations: crate::password::ITERATIONS,
             audit,
             counters: Counters::default(),
         })
@@ -277,6 +280,15 @@ impl Security {
             }
         };
         Security::new(config, catalog, file, clock)
+    }
+
+    /// Fewer PBKDF2 rounds for passwords set from now on (at least
+    /// `password::ITERATIONS_MIN`): for the fuzz target, whose inputs set
+    /// passwords by the dozen. A node always uses the default.
+    #[must_use]
+    pub fn with_password_iterations(mut self, iterations: u32) -> Security {
+        self.password_iterations = iterations;
+        self
     }
 
     pub fn config(&self) -> &SecurityConfig {
@@ -808,7 +820,10 @@ impl Security {
         let stored = if password == NOPASSWORD_HASH.as_bytes() {
             None
         } else {
-            Some(StoredPassword::new(password))
+            Some(StoredPassword::with_iterations(
+                password,
+                self.password_iterations,
+            ))
         };
         self.edit(|catalog, changes| {
             if catalog.user(user).is_some() {
@@ -834,7 +849,7 @@ impl Security {
 
     /// An administrator sets a password: the user's sessions end.
     fn set_password(&self, user: &str, password: &[u8]) -> Result<Vec<Entry>, Fail> {
-        let stored = StoredPassword::new(password);
+        let stored = StoredPassword::with_iterations(password, self.password_iterations);
         self.edit_user(user, |_, edited| {
             if edited.password.is_none() {
                 return Err((ResultCode::ForbiddenPassword, "a PKI user has no password"));
@@ -866,7 +881,7 @@ impl Security {
         if !stored.verify(old_password) {
             return Err((ResultCode::InvalidPassword, "old password does not match"));
         }
-        let new = StoredPassword::new(password);
+        let new = StoredPassword::with_iterations(password, self.password_iterations);
         self.edit_user(user, |_, edited| {
             edited.password = Some(new);
             Ok(())
