@@ -4,11 +4,16 @@
 //! … `}`, `#` starts a comment. Anything unknown or malformed is an error
 //! naming the line and the directive; the node does not start.
 
+use bolide_store::device::compress::{
+    ACCELERATION_MAX as COMPRESSION_ACCELERATION_MAX, LEVEL_MAX as COMPRESSION_LEVEL_MAX,
+};
 use bolide_store::device::{WRITE_BLOCK_MAX, WRITE_BLOCK_MIN};
-use bolide_store::{DeviceConfig, NamespaceConfig, StorageEngine};
+use bolide_store::{DeviceConfig, Method, NamespaceConfig, StorageEngine};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
+
+mod security;
 
 /// The smallest `proto-buffer-budget`: room for a few large frames.
 pub const PROTO_BUFFER_BUDGET_MIN: u64 = 1 << 20;
@@ -73,6 +78,8 @@ pub struct Config {
     /// listener on the service address, presenting stanza NAME.
     pub service_tls: Option<ServiceTls>,
     pub namespaces: Vec<NamespaceConfig>,
+    /// `security { }`: access control on (None: off, as without the stanza).
+    pub security: Option<bolide_security::SecurityConfig>,
 }
 
 /// A `tls NAME { cert-file F; key-file F }` stanza.
@@ -153,6 +160,7 @@ impl Default for Config {
             tls: Vec::new(),
             service_tls: None,
             namespaces: vec![NamespaceConfig::with_name("test")],
+            security: None,
         }
     }
 }
@@ -324,11 +332,12 @@ impl Config {
             http_port: None,
             ..Config::default()
         };
+        let mut audit_file = None;
         for item in tree(text)? {
             match item {
                 Item::Block { head, items } => match head.name {
                     "service" => config.service(&items)?,
-                    "logging" => config.logging(&items)?,
+                    "logging" => audit_file = config.logging(&items)?.or(audit_file),
                     "network" => config.network(&items)?,
                     "namespace" => {
                         let name = head.one()?;
@@ -341,7 +350,13 @@ impl Config {
                         let namespace = namespace(name, &items)?;
                         config.namespaces.push(namespace);
                     }
-                    "mod-lua" | "security" | "xdr" => {
+                    "security" => {
+                        if config.security.is_some() {
+                            return Err(head.error("security is configured twice"));
+                        }
+                        config.security = Some(security::parse(&head, &items)?);
+                    }
+                    "mod-lua" | "xdr" => {
                         return Err(head.error("context is not supported by Bolide yet"))
                     }
                     _ => return Err(head.error("unknown context")),
@@ -350,6 +365,9 @@ impl Config {
                     return Err(directive.error("directives must be inside a context block"))
                 }
             }
+        }
+        if let Some(security) = &mut config.security {
+            security.audit.file = audit_file;
         }
         if config.namespaces.is_empty() {
             return Err(ConfigError {
@@ -431,7 +449,10 @@ impl Config {
         Ok(())
     }
 
-    fn logging(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
+    /// Returns the audit trail's own file: a file sink whose only context
+    /// is `audit`.
+    fn logging(&mut self, items: &[Item<'_>]) -> Result<Option<PathBuf>, ConfigError> {
+        let mut audit_file = None;
         for item in items {
             let Item::Block { head, items } = item else {
                 let Item::Directive(directive) = item else {
@@ -441,14 +462,20 @@ impl Config {
                     directive.error("expected 'console {' or 'file PATH {' in logging context")
                 );
             };
+            let sink_directives = directives(items, head.name)?;
+            let audit_only = !sink_directives.is_empty()
+                && sink_directives
+                    .iter()
+                    .all(|d| d.values.first().copied() == Some("audit"));
             match head.name {
                 "console" if head.values.is_empty() => {}
+                "file" if audit_only => audit_file = Some(PathBuf::from(head.one()?)),
                 "file" => self.log_file = Some(PathBuf::from(head.one()?)),
                 _ => {
                     return Err(head.error("unknown sink in logging context (console or file PATH)"))
                 }
             }
-            for directive in directives(items, head.name)? {
+            for directive in sink_directives {
                 if directive.name != "context" || directive.values.len() != 2 {
                     return Err(directive.error("expected 'context NAME LEVEL'"));
                 }
@@ -463,10 +490,14 @@ impl Config {
                         )))
                     }
                 };
-                self.log_level = level.to_owned();
+                // The audit context's level says only that audit lines go
+                // to the sink, not how much the node logs.
+                if directive.values.first().copied() != Some("audit") {
+                    self.log_level = level.to_owned();
+                }
             }
         }
-        Ok(())
+        Ok(audit_file)
     }
 
     fn network(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
@@ -803,6 +834,7 @@ fn storage_engine(
         StorageEngine::Device => "storage-engine device",
     };
     let mut device = DeviceConfig::new(Vec::new(), 0);
+    let mut compression_line = None;
     for directive in directives(items, context)? {
         match (engine, directive.name) {
             (_, "file" | "device") => device.files.push(PathBuf::from(directive.one()?)),
@@ -835,6 +867,33 @@ fn storage_engine(
                 device.min_avail_pct = directive.percent()?
             }
             (_, "max-write-cache") => device.max_write_cache = directive.size()?,
+            (_, "compression") => {
+                let name = directive.one()?;
+                device.compression.method = Method::parse(name).ok_or_else(|| {
+                    directive.error(format!(
+                        "'{name}' is not a compression method (none, lz4, snappy or zstd)"
+                    ))
+                })?;
+                compression_line = Some(directive.line);
+            }
+            (_, "compression-level") => {
+                device.compression.level = directive.number()?;
+                if !(1..=COMPRESSION_LEVEL_MAX).contains(&device.compression.level) {
+                    return Err(directive.error(format!(
+                        "compression-level must be 1 to {COMPRESSION_LEVEL_MAX} (zstd only)"
+                    )));
+                }
+                compression_line = compression_line.or(Some(directive.line));
+            }
+            (_, "compression-acceleration") => {
+                device.compression.acceleration = directive.number()?;
+                if !(1..=COMPRESSION_ACCELERATION_MAX).contains(&device.compression.acceleration) {
+                    return Err(directive.error(format!(
+                        "compression-acceleration must be 1 to {COMPRESSION_ACCELERATION_MAX} (lz4 only)"
+                    )));
+                }
+                compression_line = compression_line.or(Some(directive.line));
+            }
             (StorageEngine::Device, "max-used-pct" | "stop-writes-used-pct") => {
                 device.max_used_pct = directive.percent()?
             }
@@ -861,6 +920,14 @@ fn storage_engine(
     if device.files.is_empty() {
         if engine == StorageEngine::Device {
             return Err(head.error("storage-engine device needs at least one file or device"));
+        }
+        if let Some(line) = compression_line {
+            // Records are compressed where they are written to storage.
+            return Err(ConfigError {
+                line,
+                directive: "compression".into(),
+                message: "storage compression needs storage files (file or device lines)".into(),
+            });
         }
         config.device = None;
         return Ok(());

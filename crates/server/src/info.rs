@@ -132,15 +132,19 @@ fn check(caller: &Caller, command: &InfoCommand<'_>) -> Result<(), bolide_types:
             Permission::QueryAdmin
         }
         "recluster" | "services-alumni-reset" => Permission::ServiceCtrl,
+        "set-config" | "config-set" => Permission::SetConfig,
         _ => return Ok(()),
     };
+    // Truncation and index administration are scoped to the namespace
+    // (and set) they name; the others are node-wide.
+    let scoped = matches!(permission, Permission::Truncate | Permission::SindexAdmin);
     let namespace = command
         .param("namespace")
         .or_else(|| command.param("ns"))
-        .filter(|ns| !ns.is_empty());
+        .filter(|ns| scoped && !ns.is_empty());
     let set = command
         .param("set")
-        .filter(|set| !set.is_empty())
+        .filter(|set| scoped && !set.is_empty())
         .map(str::as_bytes);
     caller.check(permission, namespace, set)
 }
@@ -243,6 +247,7 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "sets" => sets(node, command),
         "bins" => bins(node, command),
         "get-config" | "config-get" => get_config(node, command),
+        "set-config" | "config-set" => crate::info_config::set_config(&node.cluster.store, command),
         "truncate" => truncate(node, command, false),
         "truncate-namespace" => truncate(node, command, true),
         "truncate-undo" | "truncate-namespace-undo" => {
@@ -466,8 +471,10 @@ pub fn namespace_info(namespace: &Namespace) -> String {
         config.evict_used_percent,
         config.evict_tenths_percent,
     );
-    if let Some(device) = namespace.device() {
-        device_info(&mut text, device);
+    match namespace.device() {
+        Some(device) => device_info(&mut text, device),
+        // Nothing is compressed in memory (as Aerospike 7 shows it).
+        None => text.push_str(";data_compression_ratio=1.000"),
     }
     text
 }
@@ -528,6 +535,7 @@ fn device_info(text: &mut String, device: &bolide_store::device::Device) {
     for (index, path) in config.files.iter().enumerate() {
         let _ = write!(text, ";storage-engine.file[{index}]={}", path.display());
     }
+    crate::info_config::compression_info(text, device);
 }
 
 fn set_line(
@@ -653,7 +661,7 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                         c.stop_writes_used_percent,
                         c.evict_used_percent,
                         c.evict_tenths_percent
-                    )
+                    ) + &crate::info_config::compression_config(namespace)
                 }
                 None => "ERROR:20:namespace not found".to_owned(),
             }

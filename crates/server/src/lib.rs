@@ -18,6 +18,7 @@ pub mod connection;
 pub mod counters;
 pub mod http;
 pub mod info;
+mod info_config;
 mod info_sindex;
 mod info_udf;
 pub mod latency;

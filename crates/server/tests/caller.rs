@@ -112,6 +112,7 @@ fn a_connection_asks_its_caller_before_each_request_and_info_command() {
                     udf-put:filename=m.lua;content=YQ==;content-len=4\n\
                     query-abort-all\n\
                     recluster\n\
+                    set-config:context=namespace;id=test;compression=none\n\
                     build\n";
     bytes.extend(frame(1, commands.as_bytes()));
     let frames = answer(&node, refusing, &bytes);
@@ -121,11 +122,11 @@ fn a_connection_asks_its_caller_before_each_request_and_info_command() {
     assert_eq!((frames[1].0, frames[1].1[5]), (3, 81));
     let info = String::from_utf8(frames[2].1.clone()).expect("utf-8");
     let lines: Vec<&str> = info.lines().collect();
-    assert_eq!(lines.len(), 6, "{info}");
-    for line in &lines[..5] {
+    assert_eq!(lines.len(), 7, "{info}");
+    for line in &lines[..6] {
         assert!(line.ends_with("\tERROR:81:role violation"), "{line}");
     }
-    assert_eq!(lines[5], "build\t8.1.0.0");
+    assert_eq!(lines[6], "build\t8.1.0.0");
     let on = |permission, set: Option<&[u8]>| {
         (permission, Some("test".to_owned()), set.map(<[u8]>::to_vec))
     };
@@ -139,6 +140,7 @@ fn a_connection_asks_its_caller_before_each_request_and_info_command() {
             (Permission::UdfAdmin, None, None),
             (Permission::QueryAdmin, None, None),
             (Permission::ServiceCtrl, None, None),
+            (Permission::SetConfig, None, None),
         ]
     );
 

@@ -11,6 +11,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     // Beside the store: neither knows the other.
     ("cluster", &["bolide-types"]),
     ("udf", &["bolide-types", "bolide-wire"]),
+    // Access control: beside the transaction layer, which it knows nothing of.
+    ("security", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
         &[
@@ -30,6 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-cluster",
             "bolide-udf",
             "bolide-transaction",
+            "bolide-security",
         ],
     ),
     // The simulator drives the cluster state machine alone.
@@ -43,6 +46,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-cluster",
             "bolide-transaction",
             "bolide-server",
+            "bolide-security",
         ],
     ),
 ];

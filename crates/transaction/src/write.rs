@@ -48,6 +48,13 @@ pub fn execute(
     // elsewhere are ordered by generation and last-update time, so both
     // move forward from it.
     let prior = prior_stamp(namespace, &writer, digest);
+    if header.info2 & info2::DELETE == 0 {
+        // As on the server, whether the record may exist (create-only,
+        // update-only) is decided before its generation: a restore with
+        // --unique counts an existing record as existing, whatever its
+        // generation.
+        check_exists_policy(header, existing_meta.is_some())?;
+    }
     if header.info2 & info2::DELETE == 0 || existing_meta.is_some() {
         check_generation(header, existing_meta)?;
     }
@@ -660,7 +667,8 @@ pub(crate) fn set_bin<'a>(
 pub(crate) fn storage_error(error: AppendError) -> ResultCode {
     match error {
         AppendError::OutOfSpace => ResultCode::OutOfSpace,
-        AppendError::Overload => ResultCode::DeviceOverload,
+        AppendError::Overload | AppendError::Failing => ResultCode::DeviceOverload,
+        AppendError::DeviceFull => ResultCode::OutOfSpace,
         AppendError::TooBig => ResultCode::RecordTooBig,
         AppendError::Failed => ResultCode::Unknown,
     }
