@@ -25,6 +25,7 @@ mod particle_ops;
 mod query;
 mod read;
 mod read_touch;
+mod record;
 mod scan;
 pub mod sindex;
 mod ttl;
@@ -445,16 +446,14 @@ fn check_filter(
     let Some(filter) = filter else {
         return Ok(());
     };
-    let subject = expression::Subject {
+    let stored = record::Stored {
+        record,
         digest,
         meta,
-        bins: expression::Bins::Stored(record),
-        key: record.key,
-        record_bytes,
         set_name: namespace.set_name(meta.set_id),
-        now_ms: bolide_types::now_citrusleaf_milliseconds(),
+        record_bytes,
     };
-    if expression::passes(filter, &subject) {
+    if expression::passes(filter, &stored, bolide_types::now_citrusleaf_milliseconds()) {
         Ok(())
     } else {
         Err(ResultCode::FilteredOut)

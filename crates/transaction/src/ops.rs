@@ -130,6 +130,28 @@ pub fn concatenate(
     Ok((particle_type, joined))
 }
 
+/// Sets the bin at `position` (the working copy's index of the bin named
+/// `name`, if it has one) to a value, or adds it.
+pub fn set_bin<'a>(
+    bins: &mut Vec<WorkBin<'a>>,
+    position: Option<usize>,
+    name: &'a [u8],
+    particle_type: u8,
+    value: Cow<'a, [u8]>,
+) {
+    match position.and_then(|i| bins.get_mut(i)) {
+        Some(bin) => {
+            bin.particle_type = particle_type;
+            bin.value = value;
+        }
+        None => bins.push(WorkBin {
+            name,
+            particle_type,
+            value,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,16 +100,15 @@ fn answer(
                 let Some(exp) = exp_reads.next() else {
                     return Err(ResultCode::Parameter);
                 };
-                let subject = expression::Subject {
+                let stored = crate::record::Stored {
+                    record: &record,
                     digest,
                     meta: &entry.meta,
-                    bins: expression::Bins::Stored(&record),
-                    key: record.key,
-                    record_bytes: bytes.len(),
                     set_name: namespace.set_name(entry.meta.set_id),
-                    now_ms: bolide_types::now_citrusleaf_milliseconds(),
+                    record_bytes: bytes.len(),
                 };
-                match expression::evaluate(&exp.expr, &subject).read_answer(exp.flags)? {
+                let now_ms = bolide_types::now_citrusleaf_milliseconds();
+                match expression::evaluate(&exp.expr, &stored, now_ms).read_answer(exp.flags)? {
                     Some((particle_type, value)) => {
                         writer.op(op_type::READ, particle_type, op.name, &value)
                     }

@@ -2,7 +2,7 @@
 //! operate, all under the partition's write lock.
 
 use crate::expression::{self, op_flag, Evaluated, Expr};
-use crate::ops::{self, WorkBin};
+use crate::ops::{self, set_bin, WorkBin};
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, RecordView};
 use bolide_store::{
@@ -456,16 +456,15 @@ impl Context<'_> {
     /// Evaluates an expression against the working bins (see
     /// [`expression::evaluate`]).
     fn evaluate(&self, expr: &Expr, bins: &[WorkBin<'_>]) -> Evaluated {
-        let subject = expression::Subject {
+        let working = crate::record::Working {
+            bins,
             digest: self.digest,
-            meta: &self.meta,
-            bins: expression::Bins::Working(bins),
+            meta: self.meta,
             key: self.key,
-            record_bytes: self.record_bytes,
             set_name: self.set_name,
-            now_ms: self.now_ms,
+            record_bytes: self.record_bytes,
         };
-        expression::evaluate(expr, &subject)
+        expression::evaluate(expr, &working, self.now_ms)
     }
 }
 
@@ -568,14 +567,17 @@ fn apply<'a>(
             return Ok(());
         }
         op_type::BIT_READ | op_type::BIT_MODIFY | op_type::HLL_READ | op_type::HLL_MODIFY => {
-            return crate::particle_ops::apply(
-                bins,
-                position,
-                &op,
-                respond_all,
-                results,
-                result_count,
-            )
+            match crate::particle_ops::apply(bins, position, &op)? {
+                Some((particle_type, value)) => {
+                    encode_op(results, op_type::READ, particle_type, op.name, &value)
+                }
+                None if respond_all => {
+                    encode_op(results, op_type::READ, particle::NULL, op.name, &[])
+                }
+                None => return Ok(()),
+            }
+            *result_count += 1;
+            return Ok(());
         }
         op_type::DELETE => bins.clear(),
         // A touch never has an answer entry, even with respond-all-ops.
@@ -633,26 +635,6 @@ fn exp_modify<'a>(
             set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
             Ok(())
         }
-    }
-}
-
-pub(crate) fn set_bin<'a>(
-    bins: &mut Vec<WorkBin<'a>>,
-    position: Option<usize>,
-    name: &'a [u8],
-    particle_type: u8,
-    value: Cow<'a, [u8]>,
-) {
-    match position.and_then(|i| bins.get_mut(i)) {
-        Some(bin) => {
-            bin.particle_type = particle_type;
-            bin.value = value;
-        }
-        None => bins.push(WorkBin {
-            name,
-            particle_type,
-            value,
-        }),
     }
 }
 
