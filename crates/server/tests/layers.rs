@@ -10,6 +10,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["bolide-types"]),
     // Beside the store: neither knows the other.
     ("cluster", &["bolide-types"]),
+    // The value algebra: values in, values out; no store, no locks.
+    ("particles", &["bolide-types", "bolide-wire"]),
     ("udf", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
@@ -18,6 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-particles",
             "bolide-udf",
         ],
     ),
@@ -28,6 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-particles",
             "bolide-udf",
             "bolide-transaction",
         ],

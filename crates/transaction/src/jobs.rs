@@ -196,7 +196,7 @@ impl Background {
         index: usize,
         namespace: &Namespace,
         digests: &[Digest],
-        filter: Option<&crate::expression::Expr>,
+        filter: Option<&bolide_particles::expression::Expr>,
         scratch: &mut crate::Scratch,
         runner: Option<&std::sync::Arc<dyn crate::RemoteRunner>>,
     ) {

@@ -6,22 +6,22 @@
 //! encodes the answer into the connection's output buffer. It runs to
 //! completion on the calling thread and never blocks on I/O.
 //!
-//! Depends on `bolide-types`, `bolide-wire` and `bolide-store`; knows nothing
-//! of sockets.
+//! Owns the request's life: decode, route (`cluster`), lock, read and
+//! write, replicate, batches, scans, queries, background jobs, secondary
+//! indexes (`sindex`) and the glue to UDFs (`udf`). What is computed over
+//! values (list and map ops, bits, HyperLogLog, geo, expressions, bin ops)
+//! is `bolide-particles`; `record` lets it read records.
+//!
+//! Depends on `bolide-types`, `bolide-wire`, `bolide-store`,
+//! `bolide-cluster`, `bolide-particles` and `bolide-udf`; knows nothing of
+//! sockets.
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
 mod batch;
-mod bits;
-mod cdt;
 pub mod cluster;
-mod expression;
-mod geo;
-mod hll;
 pub mod jobs;
 pub mod metadata;
-mod ops;
-mod particle_ops;
 mod query;
 mod read;
 mod read_touch;
@@ -71,12 +71,12 @@ pub fn services(namespace: &Namespace) -> Option<&Services> {
     namespace.attached::<Services>()
 }
 
+use bolide_particles::expression::{self, Expr};
 use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
 use bolide_types::{Digest, ResultCode, DIGEST_BYTES};
 use bolide_wire::message::MsgHeader;
 use bolide_wire::response::{append_result, append_result_framed};
 use bolide_wire::{info1, info2, info3, Framing, Message, ResponseWriter};
-use expression::Expr;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Buffers a connection reuses across requests, so the hot path allocates

@@ -1,6 +1,6 @@
 //! Reads: get (all bins, named bins), exists / header.
 
-use crate::expression::{self, Expr};
+use bolide_particles::expression::{self, Expr};
 use bolide_store::{Namespace, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX};
 use bolide_wire::message::MsgHeader;
@@ -49,7 +49,7 @@ fn answer(
             op.op_type,
             op_type::READ | op_type::CDT_READ | op_type::BIT_READ | op_type::HLL_READ
         ) {
-            return Err(if crate::ops::is_readable(op.op_type) {
+            return Err(if bolide_particles::ops::is_readable(op.op_type) {
                 ResultCode::UnsupportedFeature
             } else {
                 ResultCode::Parameter
@@ -121,7 +121,7 @@ fn answer(
                 let bin = record
                     .bin(op.name)
                     .map(|bin| (bin.particle_type, bin.value));
-                match crate::particle_ops::read(&op, bin)? {
+                match bolide_particles::particle_ops::read(&op, bin)? {
                     Some((particle_type, value)) => {
                         writer.op(op_type::READ, particle_type, op.name, &value)
                     }
@@ -134,7 +134,7 @@ fn answer(
                 let current = record
                     .bin(op.name)
                     .map(|bin| (bin.particle_type, bin.value));
-                match crate::cdt::execute(current, op.value, false) {
+                match bolide_particles::cdt::execute(current, op.value, false) {
                     Ok(outcome) => match outcome.result {
                         Some((particle_type, value)) => {
                             writer.op(op_type::CDT_READ, particle_type, op.name, &value)

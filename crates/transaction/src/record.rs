@@ -1,8 +1,8 @@
 //! The records expressions read ([`expression::Record`]): a stored record
 //! with its metadata, and the working copy of a write.
 
-use crate::expression::Record;
-use crate::ops::WorkBin;
+use bolide_particles::expression::Record;
+use bolide_particles::ops::WorkBin;
 use bolide_store::{RecordMeta, RecordView};
 use bolide_types::Digest;
 

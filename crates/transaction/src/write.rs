@@ -1,9 +1,9 @@
 //! Writes: put (with exists and generation policies), delete, touch and
 //! operate, all under the partition's write lock.
 
-use crate::expression::{self, op_flag, Evaluated, Expr};
-use crate::ops::{self, set_bin, WorkBin};
 use crate::{ttl, Scratch};
+use bolide_particles::expression::{self, op_flag, Evaluated, Expr};
+use bolide_particles::ops::{self, set_bin, WorkBin};
 use bolide_store::record::{self, RecordView};
 use bolide_store::{
     AppendError, Bin, Namespace, OwnedCopy, PartitionWriter, RecordMeta, SetError, Tombstone,
@@ -552,7 +552,7 @@ fn apply<'a>(
             let current = position
                 .and_then(|i| bins.get(i))
                 .map(|bin| (bin.particle_type, bin.value.as_ref()));
-            let outcome = crate::cdt::execute(current, op.value, modify)?;
+            let outcome = bolide_particles::cdt::execute(current, op.value, modify)?;
             if let Some((particle_type, value)) = outcome.bin {
                 set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
             }
@@ -567,7 +567,7 @@ fn apply<'a>(
             return Ok(());
         }
         op_type::BIT_READ | op_type::BIT_MODIFY | op_type::HLL_READ | op_type::HLL_MODIFY => {
-            match crate::particle_ops::apply(bins, position, &op)? {
+            match bolide_particles::particle_ops::apply(bins, position, &op)? {
                 Some((particle_type, value)) => {
                     encode_op(results, op_type::READ, particle_type, op.name, &value)
                 }

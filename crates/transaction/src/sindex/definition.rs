@@ -390,7 +390,7 @@ fn decode_expression(text: &str) -> Result<Vec<u8>, InfoError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|_| InfoError::parameter("bad 'exp'"))?;
-    crate::expression::parse(&bytes).map_err(|_| InfoError::parameter("bad 'exp'"))?;
+    bolide_particles::expression::parse(&bytes).map_err(|_| InfoError::parameter("bad 'exp'"))?;
     Ok(bytes)
 }
 
@@ -420,7 +420,7 @@ pub fn check_context(bytes: &[u8]) -> Result<(), ResultCode> {
         if is_list == is_map || base > 3 || (is_list && base == 2) {
             return Err(ResultCode::Parameter);
         }
-        crate::cdt::value::next_item(&mut reader)?;
+        bolide_particles::cdt::value::next_item(&mut reader)?;
     }
     if !reader.remaining().is_empty() {
         return Err(ResultCode::Parameter);

@@ -8,9 +8,9 @@
 
 use super::cells;
 use super::definition::{Collection, Definition, KeyType};
-use crate::cdt::value::{List, Map};
-use crate::expression::{self, Evaluated, Expr};
-use crate::geo::Shape;
+use bolide_particles::cdt::value::{List, Map};
+use bolide_particles::expression::{self, Evaluated, Expr};
+use bolide_particles::geo::Shape;
 use bolide_types::particle;
 use bolide_wire::msgpack::{Item, Reader};
 
@@ -67,7 +67,7 @@ pub fn for_each_value(
             if bin.particle_type != particle::LIST && bin.particle_type != particle::MAP {
                 return;
             }
-            let Ok(Some(element)) = crate::cdt::read_context(bin.value, context) else {
+            let Ok(Some(element)) = bolide_particles::cdt::read_context(bin.value, context) else {
                 return;
             };
             from_element(definition.collection, &element, &mut wanted);
@@ -132,7 +132,7 @@ fn from_particle(
         (Collection::Default, particle::STRING) => found(Value::Str(value)),
         (Collection::Default, particle::BLOB) => found(Value::Blob(value)),
         (Collection::Default, particle::GEOJSON) => {
-            if let Some(text) = crate::geo::stored_text(value) {
+            if let Some(text) = bolide_particles::geo::stored_text(value) {
                 found(Value::Geo(text));
             }
         }
@@ -160,7 +160,7 @@ fn from_element(collection: Collection, element: &[u8], found: &mut dyn FnMut(Va
             }
         }
         Collection::MapKeys | Collection::MapValues => {
-            if crate::cdt::value::container_kind(element) != Some(false) {
+            if bolide_particles::cdt::value::container_kind(element) != Some(false) {
                 return;
             }
             if let Ok(map) = Map::parse(element) {

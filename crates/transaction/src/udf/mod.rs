@@ -80,7 +80,7 @@ pub fn apply(
     namespace: &Namespace,
     digest: &Digest,
     message: &Message<'_>,
-    filter: Option<&crate::expression::Expr>,
+    filter: Option<&bolide_particles::expression::Expr>,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
     framing: Framing,

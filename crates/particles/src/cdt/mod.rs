@@ -569,6 +569,10 @@ impl<'v> View<'v> {
         self.values.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
     /// Positions in index order (a list's own order, a map's key order).
     pub fn index_order(&self) -> Result<Vec<usize>, ResultCode> {
         match &self.keys {
