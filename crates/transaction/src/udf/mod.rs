@@ -39,10 +39,14 @@ impl Call {
     /// Fields 30 (module), 31 (function) and 32 (msgpack argument list).
     pub fn from_message(message: &Message<'_>) -> Result<Call, ResultCode> {
         let fields = &message.fields;
+        // As on the server (`udf_def_init_from_msg`), a name must fit its
+        // buffer but may be empty: an empty module or function is then
+        // not found when the call runs (a UDF error, 100), not a bad
+        // request.
         let text = |field: Option<&[u8]>| -> Result<String, ResultCode> {
             let bytes = field.ok_or(ResultCode::Parameter)?;
             let text = std::str::from_utf8(bytes).map_err(|_| ResultCode::Parameter)?;
-            if text.is_empty() || text.len() > modules::FILE_NAME_BYTES_MAX {
+            if text.len() > modules::FILE_NAME_BYTES_MAX {
                 return Err(ResultCode::Parameter);
             }
             Ok(text.to_owned())
