@@ -87,7 +87,7 @@ impl Aggregate {
         Ok(Aggregate {
             call: Call::from_message(message)?,
             sources,
-            time_limit: udf::time_limit(&message.header).max(Duration::from_secs(1)),
+            time_limit: udf::time_limit(message.header.transaction_ttl).max(Duration::from_secs(1)),
         })
     }
 
