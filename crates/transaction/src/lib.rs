@@ -318,6 +318,34 @@ pub fn execute_request<R: Reply + ?Sized>(
     )
 }
 
+/// What one row of a typed batch came to.
+pub enum Row {
+    Answered(Answer),
+    /// The row needs other nodes first (see [`execute_request`]).
+    Remote(Remote),
+}
+
+/// Runs typed requests as a batch: each row runs like a single-record
+/// request, in order, and answers on its own (a failed row does not stop
+/// the others), as Aerospike's batch rows do.
+pub fn execute_batch(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    requests: &[RecordRequest<'_>],
+    scratch: &mut Scratch,
+) -> Vec<Row> {
+    requests
+        .iter()
+        .map(|request| {
+            let mut answer = Answer::default();
+            match execute_request(store, cluster, request, &mut answer, scratch) {
+                Some(remote) => Row::Remote(remote),
+                None => Row::Answered(answer),
+            }
+        })
+        .collect()
+}
+
 /// Runs a single-record request and counts it.
 #[allow(clippy::too_many_arguments)]
 // PERF: hot path.

@@ -454,6 +454,30 @@ fn typed_requests_write_read_operate_and_delete_without_message_bytes() {
     assert_eq!(answer.code, Some(ResultCode::NotFound));
     assert!(answer.bins.is_empty());
 
+    // A batch: rows answer on their own, in order.
+    let mut rows = vec![typed(40, Action::Write, &write), read.clone(), read.clone()];
+    rows[2].digest = Digest([0xee; 20]);
+    let answers: Vec<Option<ResultCode>> = execute_batch(
+        &store,
+        &crate::Standalone::new(&store).cluster(),
+        &rows,
+        &mut Scratch::default(),
+    )
+    .into_iter()
+    .map(|row| match row {
+        Row::Answered(answer) => answer.code,
+        Row::Remote(_) => None,
+    })
+    .collect();
+    assert_eq!(
+        answers,
+        vec![
+            Some(ResultCode::Ok),
+            Some(ResultCode::Ok),
+            Some(ResultCode::NotFound)
+        ]
+    );
+
     let mut elsewhere = typed(40, Action::Read, &[]);
     elsewhere.namespace = b"nope";
     assert_eq!(
