@@ -4,8 +4,11 @@
 //! … `}`, `#` starts a comment. Anything unknown or malformed is an error
 //! naming the line and the directive; the node does not start.
 
+use bolide_store::device::compress::{
+    ACCELERATION_MAX as COMPRESSION_ACCELERATION_MAX, LEVEL_MAX as COMPRESSION_LEVEL_MAX,
+};
 use bolide_store::device::{WRITE_BLOCK_MAX, WRITE_BLOCK_MIN};
-use bolide_store::{DeviceConfig, NamespaceConfig, StorageEngine};
+use bolide_store::{DeviceConfig, Method, NamespaceConfig, StorageEngine};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -680,6 +683,7 @@ fn storage_engine(
         StorageEngine::Device => "storage-engine device",
     };
     let mut device = DeviceConfig::new(Vec::new(), 0);
+    let mut compression_line = None;
     for directive in directives(items, context)? {
         match (engine, directive.name) {
             (_, "file" | "device") => device.files.push(PathBuf::from(directive.one()?)),
@@ -712,6 +716,33 @@ fn storage_engine(
                 device.min_avail_pct = directive.percent()?
             }
             (_, "max-write-cache") => device.max_write_cache = directive.size()?,
+            (_, "compression") => {
+                let name = directive.one()?;
+                device.compression.method = Method::parse(name).ok_or_else(|| {
+                    directive.error(format!(
+                        "'{name}' is not a compression method (none, lz4, snappy or zstd)"
+                    ))
+                })?;
+                compression_line = Some(directive.line);
+            }
+            (_, "compression-level") => {
+                device.compression.level = directive.number()?;
+                if !(1..=COMPRESSION_LEVEL_MAX).contains(&device.compression.level) {
+                    return Err(directive.error(format!(
+                        "compression-level must be 1 to {COMPRESSION_LEVEL_MAX} (zstd only)"
+                    )));
+                }
+                compression_line = compression_line.or(Some(directive.line));
+            }
+            (_, "compression-acceleration") => {
+                device.compression.acceleration = directive.number()?;
+                if !(1..=COMPRESSION_ACCELERATION_MAX).contains(&device.compression.acceleration) {
+                    return Err(directive.error(format!(
+                        "compression-acceleration must be 1 to {COMPRESSION_ACCELERATION_MAX} (lz4 only)"
+                    )));
+                }
+                compression_line = compression_line.or(Some(directive.line));
+            }
             (StorageEngine::Device, "max-used-pct" | "stop-writes-used-pct") => {
                 device.max_used_pct = directive.percent()?
             }
@@ -738,6 +769,14 @@ fn storage_engine(
     if device.files.is_empty() {
         if engine == StorageEngine::Device {
             return Err(head.error("storage-engine device needs at least one file or device"));
+        }
+        if let Some(line) = compression_line {
+            // Records are compressed where they are written to storage.
+            return Err(ConfigError {
+                line,
+                directive: "compression".into(),
+                message: "storage compression needs storage files (file or device lines)".into(),
+            });
         }
         config.device = None;
         return Ok(());

@@ -141,6 +141,7 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "sets" => sets(node, command),
         "bins" => bins(node, command),
         "get-config" | "config-get" => get_config(node, command),
+        "set-config" | "config-set" => crate::info_config::set_config(node, command),
         "truncate" => truncate(node, command, false),
         "truncate-namespace" => truncate(node, command, true),
         "truncate-undo" | "truncate-namespace-undo" => {
@@ -359,8 +360,10 @@ pub fn namespace_info(namespace: &Namespace) -> String {
         config.evict_used_percent,
         config.evict_tenths_percent,
     );
-    if let Some(device) = namespace.device() {
-        device_info(&mut text, device);
+    match namespace.device() {
+        Some(device) => device_info(&mut text, device),
+        // Nothing is compressed in memory (as Aerospike 7 shows it).
+        None => text.push_str(";data_compression_ratio=1.000"),
     }
     text
 }
@@ -421,6 +424,7 @@ fn device_info(text: &mut String, device: &bolide_store::device::Device) {
     for (index, path) in config.files.iter().enumerate() {
         let _ = write!(text, ";storage-engine.file[{index}]={}", path.display());
     }
+    crate::info_config::compression_info(text, device);
 }
 
 fn set_line(
@@ -545,7 +549,7 @@ fn get_config(node: &Node, command: &InfoCommand<'_>) -> String {
                         c.stop_writes_used_percent,
                         c.evict_used_percent,
                         c.evict_tenths_percent
-                    )
+                    ) + &crate::info_config::compression_config(namespace)
                 }
                 None => "ERROR:20:namespace not found".to_owned(),
             }

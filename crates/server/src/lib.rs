@@ -12,6 +12,7 @@ pub mod config;
 pub mod connection;
 pub mod http;
 pub mod info;
+mod info_config;
 mod info_sindex;
 mod info_udf;
 pub mod latency;

@@ -187,6 +187,31 @@ fn exists_policies_and_generation_checks() {
     assert_eq!(run(&store, &generation).generation, 2);
 }
 
+/// Create-only is checked before the generation (the server's order): a
+/// create-only write with an expected generation the record does not pass
+/// answers "exists", not "generation".
+#[test]
+fn create_only_is_decided_before_the_generation() {
+    let store = store();
+    run(&store, &put(1, "a", particle::STRING, b"x"));
+    run(&store, &put(1, "a", particle::STRING, b"y"));
+    let mut restore = put(1, "a", particle::STRING, b"z");
+    restore.header.info2 |= info2::CREATE_ONLY | info2::GENERATION_GT;
+    restore.header.generation = 1;
+    assert_eq!(
+        run(&store, &restore).result,
+        ResultCode::RecordExists.as_u8()
+    );
+    let mut update = put(2, "a", particle::STRING, b"z");
+    update.header.info3 = info3::UPDATE_ONLY;
+    update.header.info2 |= info2::GENERATION;
+    update.header.generation = 3;
+    assert_eq!(run(&store, &update).result, ResultCode::NotFound.as_u8());
+    // Without create-only, the same generation check fails as before.
+    restore.header.info2 &= !info2::CREATE_ONLY;
+    assert_eq!(run(&store, &restore).result, ResultCode::Generation.as_u8());
+}
+
 #[test]
 fn replace_drops_unnamed_bins() {
     let store = store();

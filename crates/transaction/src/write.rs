@@ -48,6 +48,13 @@ pub fn execute<'a, R: Reply + ?Sized>(
     // elsewhere are ordered by generation and last-update time, so both
     // move forward from it.
     let prior = prior_stamp(namespace, &writer, digest);
+    if !policy.delete {
+        // As on the server, whether the record may exist (create-only,
+        // update-only) is decided before its generation: a restore with
+        // --unique counts an existing record as existing, whatever its
+        // generation.
+        check_exists_policy(policy, existing_meta.is_some())?;
+    }
     if !policy.delete || existing_meta.is_some() {
         check_generation(policy, existing_meta)?;
     }
@@ -604,7 +611,8 @@ fn exp_modify<'a>(
 pub(crate) fn storage_error(error: AppendError) -> ResultCode {
     match error {
         AppendError::OutOfSpace => ResultCode::OutOfSpace,
-        AppendError::Overload => ResultCode::DeviceOverload,
+        AppendError::Overload | AppendError::Failing => ResultCode::DeviceOverload,
+        AppendError::DeviceFull => ResultCode::OutOfSpace,
         AppendError::TooBig => ResultCode::RecordTooBig,
         AppendError::Failed => ResultCode::Unknown,
     }

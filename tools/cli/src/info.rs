@@ -72,6 +72,16 @@ pub fn value(address: &str, command: &str, timeout: Duration) -> Result<String, 
 /// Every node reachable from `seed`: the seed, the peers it names, and
 /// theirs (each node asked once), in discovery order.
 pub fn discover(seed: &str, timeout: Duration) -> Result<Vec<Node>, String> {
+    discover_with(seed, timeout, false)
+}
+
+/// As [`discover`], without a warning for a peer that does not answer
+/// (backups keep going while a node is down).
+pub fn discover_quietly(seed: &str, timeout: Duration) -> Result<Vec<Node>, String> {
+    discover_with(seed, timeout, true)
+}
+
+fn discover_with(seed: &str, timeout: Duration, quiet: bool) -> Result<Vec<Node>, String> {
     let mut nodes: Vec<Node> = Vec::new();
     let mut queue = vec![seed.to_owned()];
     let mut asked = std::collections::HashSet::new();
@@ -84,7 +94,9 @@ pub fn discover(seed: &str, timeout: Duration) -> Result<Vec<Node>, String> {
             // The seed must answer; a peer that does not is left out.
             Err(error) if nodes.is_empty() => return Err(error),
             Err(error) => {
-                eprintln!("warning: {error}");
+                if !quiet {
+                    eprintln!("warning: {error}");
+                }
                 continue;
             }
         };

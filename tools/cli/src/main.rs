@@ -2,7 +2,9 @@
 //!
 //! asadm-style: `bolide info`, `bolide show statistics|config|latencies
 //! [namespace NS]`, `bolide asinfo CMD`; aql-style: `bolide sql` (a prompt
-//! with history and line editing) or `bolide sql -c "STATEMENT"`.
+//! with history and line editing) or `bolide sql -c "STATEMENT"`;
+//! asbackup/asrestore-style: `bolide backup`, `bolide restore` (`.asb`
+//! files, docs/backup.md).
 //!
 //! It talks to the nodes only through the Aerospike protocol (info requests
 //! through Bolide's wire crate, records through the official `aerospike`
@@ -12,6 +14,7 @@
 #![deny(unsafe_code)]
 
 mod admin;
+mod backup;
 mod info;
 mod progress;
 mod sql;
@@ -76,6 +79,10 @@ enum Command {
         #[arg(long)]
         progress: bool,
     },
+    /// Back up a namespace to .asb files (asbackup's flags; docs/backup.md).
+    Backup(backup::BackupArgs),
+    /// Restore .asb files (asrestore's flags; docs/backup.md).
+    Restore(backup::RestoreArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -160,6 +167,8 @@ fn main() -> ExitCode {
             };
             sql::run(&target, command.as_deref(), format, progress)
         }
+        Command::Backup(arguments) => backup::backup(&target, arguments),
+        Command::Restore(arguments) => backup::restore(&target, arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
