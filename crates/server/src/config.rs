@@ -13,6 +13,8 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+mod security;
+
 /// The smallest `proto-buffer-budget`: room for a few large frames.
 pub const PROTO_BUFFER_BUDGET_MIN: u64 = 1 << 20;
 
@@ -70,6 +72,8 @@ pub struct Config {
     pub http_address: IpAddr,
     pub http_port: Option<u16>,
     pub namespaces: Vec<NamespaceConfig>,
+    /// `security { }`: access control on (None: off, as without the stanza).
+    pub security: Option<bolide_security::SecurityConfig>,
 }
 
 /// A configuration error, naming the line and the directive.
@@ -132,6 +136,7 @@ impl Default for Config {
             http_address: IpAddr::from([127, 0, 0, 1]),
             http_port: Some(DEFAULT_HTTP_PORT),
             namespaces: vec![NamespaceConfig::with_name("test")],
+            security: None,
         }
     }
 }
@@ -303,11 +308,12 @@ impl Config {
             http_port: None,
             ..Config::default()
         };
+        let mut audit_file = None;
         for item in tree(text)? {
             match item {
                 Item::Block { head, items } => match head.name {
                     "service" => config.service(&items)?,
-                    "logging" => config.logging(&items)?,
+                    "logging" => audit_file = config.logging(&items)?.or(audit_file),
                     "network" => config.network(&items)?,
                     "namespace" => {
                         let name = head.one()?;
@@ -320,7 +326,13 @@ impl Config {
                         let namespace = namespace(name, &items)?;
                         config.namespaces.push(namespace);
                     }
-                    "mod-lua" | "security" | "xdr" => {
+                    "security" => {
+                        if config.security.is_some() {
+                            return Err(head.error("security is configured twice"));
+                        }
+                        config.security = Some(security::parse(&head, &items)?);
+                    }
+                    "mod-lua" | "xdr" => {
                         return Err(head.error("context is not supported by Bolide yet"))
                     }
                     _ => return Err(head.error("unknown context")),
@@ -329,6 +341,9 @@ impl Config {
                     return Err(directive.error("directives must be inside a context block"))
                 }
             }
+        }
+        if let Some(security) = &mut config.security {
+            security.audit.file = audit_file;
         }
         if config.namespaces.is_empty() {
             return Err(ConfigError {
@@ -410,7 +425,10 @@ impl Config {
         Ok(())
     }
 
-    fn logging(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
+    /// Returns the audit trail's own file: a file sink whose only context
+    /// is `audit`.
+    fn logging(&mut self, items: &[Item<'_>]) -> Result<Option<PathBuf>, ConfigError> {
+        let mut audit_file = None;
         for item in items {
             let Item::Block { head, items } = item else {
                 let Item::Directive(directive) = item else {
@@ -420,14 +438,20 @@ impl Config {
                     directive.error("expected 'console {' or 'file PATH {' in logging context")
                 );
             };
+            let sink_directives = directives(items, head.name)?;
+            let audit_only = !sink_directives.is_empty()
+                && sink_directives
+                    .iter()
+                    .all(|d| d.values.first().copied() == Some("audit"));
             match head.name {
                 "console" if head.values.is_empty() => {}
+                "file" if audit_only => audit_file = Some(PathBuf::from(head.one()?)),
                 "file" => self.log_file = Some(PathBuf::from(head.one()?)),
                 _ => {
                     return Err(head.error("unknown sink in logging context (console or file PATH)"))
                 }
             }
-            for directive in directives(items, head.name)? {
+            for directive in sink_directives {
                 if directive.name != "context" || directive.values.len() != 2 {
                     return Err(directive.error("expected 'context NAME LEVEL'"));
                 }
@@ -442,10 +466,14 @@ impl Config {
                         )))
                     }
                 };
-                self.log_level = level.to_owned();
+                // The audit context's level says only that audit lines go
+                // to the sink, not how much the node logs.
+                if directive.values.first().copied() != Some("audit") {
+                    self.log_level = level.to_owned();
+                }
             }
         }
-        Ok(())
+        Ok(audit_file)
     }
 
     fn network(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {

@@ -13,6 +13,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     // The value algebra: values in, values out; no store, no locks.
     ("particles", &["bolide-types", "bolide-wire"]),
     ("udf", &["bolide-types", "bolide-wire"]),
+    // Access control: beside the transaction layer, which it knows nothing of.
+    ("security", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
         &[
@@ -34,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-particles",
             "bolide-udf",
             "bolide-transaction",
+            "bolide-security",
         ],
     ),
     // The simulator drives the cluster state machine alone.
@@ -47,6 +50,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-cluster",
             "bolide-transaction",
             "bolide-server",
+            "bolide-security",
         ],
     ),
 ];

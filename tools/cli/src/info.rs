@@ -34,6 +34,7 @@ pub fn request(address: &str, commands: &[&str], timeout: Duration) -> Result<An
         .set_read_timeout(Some(timeout))
         .and_then(|()| stream.set_write_timeout(Some(timeout)))
         .map_err(|error| format!("{address}: {error}"))?;
+    crate::login::authenticate(&mut stream, address)?;
     let mut body = commands.join("\n");
     body.push('\n');
     let mut frame = ProtoHeader::encode(MessageType::Info, body.len()).to_vec();
@@ -55,6 +56,13 @@ pub fn request(address: &str, commands: &[&str], timeout: Duration) -> Result<An
         .read_exact(&mut answer)
         .map_err(|error| format!("{address}: {error}"))?;
     let text = String::from_utf8_lossy(&answer);
+    // A secured node answers a socket that did not log in with this line
+    // alone, whatever was asked.
+    if text.starts_with("ERROR:80") {
+        return Err(format!(
+            "{address}: not authenticated: the cluster is secured, log in with -U USER [-P PASSWORD]"
+        ));
+    }
     let mut answers = Answers::new();
     for line in text.split('\n').filter(|line| !line.is_empty()) {
         let (command, value) = line.split_once('\t').unwrap_or((line, ""));
