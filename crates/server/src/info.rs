@@ -267,15 +267,22 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
     }
 }
 
+/// The longest namespace name (Aerospike's `AS_ID_NAMESPACE_SZ` less its
+/// terminator).
+const NAMESPACE_NAME_BYTES_MAX: usize = 31;
+
 /// `truncate:namespace=<ns>;set=<set>[;lut=<ns since 1970>]` and
 /// `truncate-namespace:namespace=<ns>[;lut=…]`: records last updated before
 /// `lut` (default: now) vanish at once; a background sweep frees them.
 fn truncate(node: &Info, command: &InfoCommand<'_>, whole_namespace: bool) -> String {
-    let Some(name) = command.param("namespace") else {
-        return "ERROR:4:namespace is required".to_owned();
-    };
-    let Some(namespace) = node.cluster.store.namespace(name.as_bytes()) else {
-        return "ERROR:20:namespace not found".to_owned();
+    // Parameter errors as Aerospike 8.1 words them (`cmd_truncate`).
+    let name = match command.param("namespace") {
+        None => return "ERROR:20:missing 'namespace'".to_owned(),
+        Some("") => return "ERROR:20:missing 'namespace' value".to_owned(),
+        Some(name) if name.len() > NAMESPACE_NAME_BYTES_MAX => {
+            return "ERROR:20:'namespace' value too long".to_owned()
+        }
+        Some(name) => name,
     };
     let set = command.param("set").filter(|set| !set.is_empty());
     if whole_namespace == set.is_some() {
@@ -303,6 +310,12 @@ fn truncate(node: &Info, command: &InfoCommand<'_>, whole_namespace: bool) -> St
             }
             Err(_) => return format!("ERROR:4:bad lut '{lut}'"),
         },
+    };
+    let Some(namespace) = node.cluster.store.namespace(name.as_bytes()) else {
+        // Aerospike keeps the truncation in the cluster's metadata and
+        // answers "ok"; nodes holding the namespace apply it.
+        cluster::remote::truncate_cluster_wide(&node.cluster, name, set, before_ms);
+        return "ok".to_owned();
     };
     if let Err(error) = namespace.truncate(set.map(str::as_bytes), before_ms) {
         // Applied in memory, but it would not survive a restart: say so.

@@ -25,6 +25,14 @@ pub fn answer(node: &Context, command: &InfoCommand<'_>) -> String {
 fn create(node: &Context, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     let definition = Definition::from_create(command)?;
     let (key, text) = (definition.key(), definition.to_command());
+    if !node.services.sindexes.has_namespace(&definition.namespace) {
+        // As Aerospike 8.1: the definition goes into the cluster's
+        // metadata and the answer is "ok"; only nodes holding the
+        // namespace build it. A client waiting for the build then hears
+        // "namespace not found on node" from `sindex-stat` (result 20).
+        node.cluster.share("sindex", &key, &text, false);
+        return Ok("ok".to_owned());
+    }
     node.services.sindexes.create(definition)?;
     // Every other node of the cluster builds it too.
     node.cluster.share("sindex", &key, &text, false);

@@ -101,7 +101,12 @@ fn list(node: &Context) -> String {
 
 /// `udf-remove:filename=<f>`: `ok` (also when there is no such module).
 fn remove(node: &Context, command: &InfoCommand<'_>) -> String {
-    let Some(filename) = command.param("filename").filter(|f| modules::valid_name(f)) else {
+    // As on Aerospike, any name that fits answers "ok", a module that
+    // does not exist included; only registered (valid) names touch disk.
+    let Some(filename) = command
+        .param("filename")
+        .filter(|f| f.len() <= modules::FILE_NAME_BYTES_MAX)
+    else {
         return "error=invalid_filename".to_owned();
     };
     match node.services.udfs.apply_remove(filename) {

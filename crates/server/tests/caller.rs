@@ -9,7 +9,7 @@
 use bolide_server::config::Config;
 use bolide_server::connection::{answer_buffered, Session, Step};
 use bolide_server::node::Node;
-use bolide_transaction::{Caller, Permission, Policy};
+use bolide_transaction::{AccessPolicy, Caller, Permission};
 use bolide_types::ResultCode;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ struct RefuseAll {
     asked: Mutex<Asked>,
 }
 
-impl Policy for RefuseAll {
+impl AccessPolicy for RefuseAll {
     fn check(
         &self,
         _caller: &Caller,

@@ -10,6 +10,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["bolide-types"]),
     // Beside the store: neither knows the other.
     ("cluster", &["bolide-types"]),
+    // The value algebra: values in, values out; no store, no locks.
+    ("particles", &["bolide-types", "bolide-wire"]),
     ("udf", &["bolide-types", "bolide-wire"]),
     // Access control: beside the transaction layer, which it knows nothing of.
     ("security", &["bolide-types", "bolide-wire"]),
@@ -20,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-particles",
             "bolide-udf",
         ],
     ),
@@ -30,6 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-particles",
             "bolide-udf",
             "bolide-transaction",
             "bolide-security",

@@ -12,10 +12,10 @@
 
 use crate::caller::Caller;
 use crate::cluster::{Cluster, Remote};
-use crate::expression::Expr;
 use crate::{append_last, execute_record, Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_cluster::routing::Gates;
 use bolide_cluster::Routing;
+use bolide_particles::expression::Expr;
 use bolide_store::{Namespace, Store};
 use bolide_types::ResultCode;
 use bolide_wire::message::{encode_field, encode_header, MsgHeader};
@@ -81,7 +81,7 @@ pub fn start(
     let filter = match message
         .fields
         .filter_expression
-        .map(crate::expression::parse)
+        .map(bolide_particles::expression::parse)
         .transpose()
     {
         Ok(filter) => filter,

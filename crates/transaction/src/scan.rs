@@ -13,11 +13,11 @@
 
 use crate::caller::{Caller, Permission};
 use crate::cluster::Cluster;
-use crate::expression::Expr;
 use crate::jobs::{Aggregate, Background, Job, Mode};
 use crate::query::IndexQuery;
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
 use bolide_cluster::Routing;
+use bolide_particles::expression::Expr;
 use bolide_store::{Namespace, RecordView, Store};
 use bolide_types::{
     now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES, PARTITION_COUNT,
@@ -148,7 +148,7 @@ fn plan(
     }
     let filter = fields
         .filter_expression
-        .map(crate::expression::parse)
+        .map(bolide_particles::expression::parse)
         .transpose()?;
     Ok(Some(ScanJob {
         filter,

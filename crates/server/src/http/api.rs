@@ -214,17 +214,41 @@ async fn truncate(State(node): State<Shared>, Json(request): Json<TruncateReques
         Some(set) => format!("truncate:namespace={};set={set}", request.namespace),
         None => format!("truncate-namespace:namespace={}", request.namespace),
     };
-    let answers = match request.address.as_deref() {
+    let remote_address = match request.address.as_deref() {
         Some(address) if !address.is_empty() && !is_local(&node, address) => {
             if let Err(message) = check_address(address) {
                 return error(StatusCode::BAD_REQUEST, &message);
             }
-            match remote::info(address, std::slice::from_ref(&command)).await {
-                Ok(answers) => answers,
-                Err(message) => return error(StatusCode::BAD_GATEWAY, &message),
+            Some(address)
+        }
+        _ => None,
+    };
+    let ask = |commands: Vec<String>| {
+        let node = &node;
+        async move {
+            match remote_address {
+                Some(address) => remote::info(address, &commands).await,
+                None => Ok(local_info(node, &commands)),
             }
         }
-        _ => local_info(&node, std::slice::from_ref(&command)),
+    };
+    // The truncate command accepts a namespace the node does not hold (as
+    // Aerospike does, for the nodes that hold it); the console names the
+    // operator's typo instead.
+    let namespaces = match ask(vec!["namespaces".to_owned()]).await {
+        Ok(answers) => answers.get("namespaces").unwrap_or_default().to_owned(),
+        Err(message) => return error(StatusCode::BAD_GATEWAY, &message),
+    };
+    if !namespaces.split(';').any(|name| name == request.namespace) {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "ok": false, "error": "ERROR:20:namespace not found on node" })),
+        )
+            .into_response();
+    }
+    let answers = match ask(vec![command.clone()]).await {
+        Ok(answers) => answers,
+        Err(message) => return error(StatusCode::BAD_GATEWAY, &message),
     };
     let answer = answers.get(&command).unwrap_or_default().to_owned();
     if answer.eq_ignore_ascii_case("ok") {

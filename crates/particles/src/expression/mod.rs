@@ -25,7 +25,6 @@ pub use eval::{evaluate, passes};
 pub use parse::{parse, parse_op};
 pub use regex::PosixRegex;
 
-use bolide_store::{RecordMeta, RecordView};
 use bolide_types::{Digest, ResultCode};
 
 mod code {
@@ -210,37 +209,23 @@ enum CallArg {
     Expr(Expr),
 }
 
-/// What an expression is evaluated against.
-pub struct Subject<'r> {
-    pub digest: &'r Digest,
-    pub meta: &'r RecordMeta,
-    pub bins: Bins<'r>,
-    /// The record's stored key (type, bytes), if it has one.
-    pub key: Option<(u8, &'r [u8])>,
-    pub record_bytes: usize,
-    pub set_name: Option<&'r str>,
-    pub now_ms: u64,
-}
-
-/// Where an expression reads bins from: a stored record, or the working
-/// copy of a write (earlier ops of the same request already applied).
-#[derive(Clone, Copy)]
-pub enum Bins<'r> {
-    Stored(&'r RecordView<'r>),
-    Working(&'r [crate::ops::WorkBin<'r>]),
-}
-
-impl<'r> Bins<'r> {
+/// The record an expression reads: its bins and what is kept beside
+/// them. The layer that holds records implements it, over a stored record
+/// or over the working copy of a write (the earlier ops of the same
+/// request already applied), so evaluation needs no store.
+pub trait Record {
     /// A bin's particle type and value.
-    fn get(self, name: &[u8]) -> Option<(u8, &'r [u8])> {
-        match self {
-            Bins::Stored(record) => record.bin(name).map(|bin| (bin.particle_type, bin.value)),
-            Bins::Working(bins) => bins
-                .iter()
-                .find(|bin| bin.name == name)
-                .map(|bin| (bin.particle_type, bin.value.as_ref())),
-        }
-    }
+    fn bin(&self, name: &[u8]) -> Option<(u8, &[u8])>;
+    fn digest(&self) -> &Digest;
+    /// The stored user key (key type, bytes), if the record has one.
+    fn key(&self) -> Option<(u8, &[u8])>;
+    /// Last-update time, milliseconds since 2010-01-01T00:00:00Z.
+    fn last_update_ms(&self) -> u64;
+    /// Void time, seconds since 2010-01-01T00:00:00Z (0: never expires).
+    fn void_time(&self) -> u32;
+    fn set_name(&self) -> Option<&str>;
+    /// The record's stored size in bytes.
+    fn size_bytes(&self) -> usize;
 }
 
 /// Flags of an expression read or write op (`[expression, flags]`).

@@ -1,7 +1,7 @@
 //! Evaluation: an [`Expr`] tree against one record's metadata and bins.
 
 use super::arithmetic::arithmetic;
-use super::{code, kind, CallArg, CallSystem, Evaluated, Expr, GeoSide, Literal, Subject};
+use super::{code, kind, CallArg, CallSystem, Evaluated, Expr, GeoSide, Literal, Record};
 use bolide_types::{particle, CITRUSLEAF_EPOCH_UNIX_SECONDS};
 use std::borrow::Cow;
 
@@ -41,9 +41,17 @@ impl Value<'_> {
     }
 }
 
-/// Evaluates an expression to a bin value.
-pub fn evaluate(expr: &Expr, subject: &Subject<'_>) -> Evaluated {
-    let (particle_type, bytes) = match eval(expr, subject, &mut Vec::new()) {
+/// What evaluation reads: the record, and the time it runs at
+/// (milliseconds since 2010-01-01T00:00:00Z).
+struct Subject<'r> {
+    record: &'r dyn Record,
+    now_ms: u64,
+}
+
+/// Evaluates an expression against `record` at `now_ms` to a bin value.
+pub fn evaluate(expr: &Expr, record: &dyn Record, now_ms: u64) -> Evaluated {
+    let subject = Subject { record, now_ms };
+    let (particle_type, bytes) = match eval(expr, &subject, &mut Vec::new()) {
         Value::Unknown => return Evaluated::Unknown,
         Value::Nil => return Evaluated::Nil,
         Value::Bool(value) => (particle::BOOL, vec![u8::from(value)]),
@@ -61,9 +69,10 @@ pub fn evaluate(expr: &Expr, subject: &Subject<'_>) -> Evaluated {
     Evaluated::Value(particle_type, bytes)
 }
 
-/// Whether `subject` passes the filter.
-pub fn passes(expr: &Expr, subject: &Subject<'_>) -> bool {
-    eval(expr, subject, &mut Vec::new()) == Value::Bool(true)
+/// Whether `record` passes the filter at `now_ms`.
+pub fn passes(expr: &Expr, record: &dyn Record, now_ms: u64) -> bool {
+    let subject = Subject { record, now_ms };
+    eval(expr, &subject, &mut Vec::new()) == Value::Bool(true)
 }
 
 /// Variables bound by enclosing `let`s, innermost last.
@@ -164,13 +173,13 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             .map_or(Value::Unknown, |(_, value)| value.clone()),
         Expr::BinType(name) => Value::Int(
             subject
-                .bins
-                .get(name)
+                .record
+                .bin(name)
                 .map_or(i64::from(particle::NULL), |(particle_type, _)| {
                     i64::from(particle_type)
                 }),
         ),
-        Expr::Key(kind) => match subject.key {
+        Expr::Key(kind) => match subject.record.key() {
             Some((key_type, bytes)) => typed(key_type, bytes, *kind),
             None => Value::Unknown,
         },
@@ -180,7 +189,7 @@ fn eval<'v>(expr: &'v Expr, subject: &'v Subject<'v>, env: &mut Env<'v>) -> Valu
             // (little-endian) u32. The remainder takes the dividend's sign,
             // as in C, so a negative modulus works like its absolute value.
             let mut four = [0u8; 4];
-            four.copy_from_slice(&subject.digest.0[16..20]);
+            four.copy_from_slice(&subject.record.digest().0[16..20]);
             Value::Int(i64::from(u32::from_le_bytes(four)) % modulus)
         }
     }
@@ -377,7 +386,7 @@ fn compare_collections(a_type: u8, a: &[u8], b_type: u8, b: &[u8]) -> Option<std
 }
 
 fn bin_value<'v>(subject: &'v Subject<'v>, name: &[u8], kind: i64) -> Value<'v> {
-    match subject.bins.get(name) {
+    match subject.record.bin(name) {
         Some((particle_type, value)) => typed(particle_type, value, kind),
         None => Value::Unknown,
     }
@@ -454,25 +463,27 @@ fn typed(particle_type: u8, bytes: &[u8], kind: i64) -> Value<'_> {
 }
 
 fn meta<'v>(op: i64, subject: &'v Subject<'v>) -> Value<'v> {
-    let meta = subject.meta;
+    let record = subject.record;
     let epoch_ms = CITRUSLEAF_EPOCH_UNIX_SECONDS * 1000;
     match op {
-        code::LAST_UPDATE => Value::Int(((meta.last_update_ms + epoch_ms) * 1_000_000) as i64),
-        code::SINCE_UPDATE => Value::Int(subject.now_ms.saturating_sub(meta.last_update_ms) as i64),
-        code::VOID_TIME => match meta.void_time {
+        code::LAST_UPDATE => Value::Int(((record.last_update_ms() + epoch_ms) * 1_000_000) as i64),
+        code::SINCE_UPDATE => {
+            Value::Int(subject.now_ms.saturating_sub(record.last_update_ms()) as i64)
+        }
+        code::VOID_TIME => match record.void_time() {
             0 => Value::Int(-1),
             void => Value::Int(
                 ((u64::from(void) + CITRUSLEAF_EPOCH_UNIX_SECONDS) * 1_000_000_000) as i64,
             ),
         },
-        code::TTL => match meta.void_time {
+        code::TTL => match record.void_time() {
             0 => Value::Int(-1),
             void => Value::Int(i64::from(void) - (subject.now_ms / 1000) as i64),
         },
-        code::SET_NAME => Value::Str(Cow::Borrowed(subject.set_name.unwrap_or("").as_bytes())),
-        code::KEY_EXISTS => Value::Bool(subject.key.is_some()),
+        code::SET_NAME => Value::Str(Cow::Borrowed(record.set_name().unwrap_or("").as_bytes())),
+        code::KEY_EXISTS => Value::Bool(record.key().is_some()),
         code::IS_TOMBSTONE => Value::Bool(false),
-        code::RECORD_SIZE | code::MEMORY_SIZE => Value::Int(subject.record_bytes as i64),
+        code::RECORD_SIZE | code::MEMORY_SIZE => Value::Int(record.size_bytes() as i64),
         code::DEVICE_SIZE => Value::Int(0),
         _ => Value::Unknown,
     }

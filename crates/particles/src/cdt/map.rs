@@ -2,8 +2,9 @@
 
 use super::value::{self, List, Map, Number, Particle};
 use super::{
-    multi_range, rank_order, relative_range, remove_positions, select_and_build, select_shared,
-    single_index, Args, Call, LevelOutcome, Selection, Shared, View,
+    index_range, multi_range, rank_order, relative_range, remove_positions, select_and_build,
+    select_shared, single_index, value_list, Args, Call, LevelOutcome, Listing, Selection, Shared,
+    View,
 };
 use bolide_types::ResultCode;
 use bolide_wire::msgpack::{Item, Reader};
@@ -314,8 +315,11 @@ fn select_op(
         let view = View::map(
             map.pairs.iter().map(|(k, _)| k.as_ref()).collect(),
             map.pairs.iter().map(|(_, v)| v.as_ref()).collect(),
-        );
-        select_and_build(&view, args, |view| select(view, get_code, args))?
+        )
+        .with_flags(map.flags);
+        select_and_build(&view, args, |view, inverted| {
+            select(view, get_code, args, inverted)
+        })?
     };
     if remove {
         remove_positions(&mut map.pairs, &positions);
@@ -335,9 +339,13 @@ fn payload_list(bytes: &[u8]) -> Result<Vec<&[u8]>, ResultCode> {
     Ok(items)
 }
 
-fn select(view: &View<'_>, get_code: u64, args: &Args<'_>) -> Result<Selection, ResultCode> {
+fn select(
+    view: &View<'_>,
+    get_code: u64,
+    args: &Args<'_>,
+    inverted: bool,
+) -> Result<Selection, ResultCode> {
     let n = view.len();
-    let end = |i: usize| args.get(i).filter(|end| !super::list::is_nil(end));
     let shared = match get_code {
         code::GET_BY_KEY => {
             return Ok(Selection::single(
@@ -354,26 +362,39 @@ fn select(view: &View<'_>, get_code: u64, args: &Args<'_>) -> Result<Selection, 
         }
         code::GET_BY_KEY_LIST => {
             let keys = payload_list(args.payload(1)?)?;
-            return Ok(Selection::multi(view.equal_to_any(true, &keys)?, false));
+            let found = view.equal_to_any(true, &keys)?;
+            let positions = if inverted {
+                view.complement(&found)
+            } else {
+                found
+            };
+            return Ok(Selection::stored(positions));
         }
         code::GET_BY_VALUE_LIST => {
             let values = payload_list(args.payload(1)?)?;
-            return Ok(Selection::multi(view.equal_to_any(false, &values)?, false));
+            return value_list(view, &values, inverted);
         }
         code::GET_BY_KEY_INTERVAL => {
-            return Ok(Selection::multi(
-                view.in_interval(true, args.payload(1)?, end(2))?,
-                false,
-            ))
+            // Only a missing end means "no upper bound" (see
+            // `select_shared`).
+            let found = view.in_interval(true, args.payload(1)?, args.get(2))?;
+            if view.is_ordered() {
+                // A key-ordered map finds an index range.
+                let start = found.first().copied().unwrap_or(0);
+                return index_range(view, start, found.len(), inverted);
+            }
+            let positions = if inverted {
+                view.complement(&found)
+            } else {
+                found
+            };
+            return Ok(Selection::stored(positions).ranks(Listing::AsElements));
         }
         code::GET_BY_KEY_REL_INDEX_RANGE => {
             let anchor = view.count_below(true, args.payload(1)?)?;
             let (index, count) = relative_range(args.int(2)?, args.count_or_all(3)?, anchor);
             let (start, count) = multi_range(index, count, n);
-            return Ok(Selection::multi(
-                View::slice(&view.index_order()?, start, count),
-                false,
-            ));
+            return index_range(view, start, count, inverted);
         }
         code::GET_BY_VALUE => Shared::ByValue,
         code::GET_ALL_BY_VALUE => Shared::AllByValue,
@@ -384,5 +405,5 @@ fn select(view: &View<'_>, get_code: u64, args: &Args<'_>) -> Result<Selection, 
         code::GET_BY_VALUE_REL_RANK_RANGE => Shared::ValueRelRankRange,
         _ => return Err(ResultCode::Parameter),
     };
-    select_shared(view, shared, args)
+    select_shared(view, shared, args, inverted)
 }

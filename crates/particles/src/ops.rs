@@ -64,6 +64,12 @@ pub fn increment(
     particle_type: u8,
     value: &[u8],
 ) -> Result<(u8, Vec<u8>), ResultCode> {
+    // The op's own type is checked first, whatever the bin holds: nil or
+    // an unknown type is a bad parameter (the server's
+    // `safe_particle_type`), not an incompatible one.
+    if !particle::is_storable(particle_type) {
+        return Err(ResultCode::Parameter);
+    }
     if current.is_none() {
         return Ok((
             particle_type,
@@ -107,6 +113,10 @@ pub fn concatenate(
     particle_type: u8,
     value: &[u8],
 ) -> Result<(u8, Vec<u8>), ResultCode> {
+    // As for `increment`: the op's type first.
+    if !particle::is_storable(particle_type) {
+        return Err(ResultCode::Parameter);
+    }
     let Some(bin) = current else {
         return Ok((
             particle_type,
@@ -128,6 +138,28 @@ pub fn concatenate(
         joined.extend_from_slice(&bin.value);
     }
     Ok((particle_type, joined))
+}
+
+/// Sets the bin at `position` (the working copy's index of the bin named
+/// `name`, if it has one) to a value, or adds it.
+pub fn set_bin<'a>(
+    bins: &mut Vec<WorkBin<'a>>,
+    position: Option<usize>,
+    name: &'a [u8],
+    particle_type: u8,
+    value: Cow<'a, [u8]>,
+) {
+    match position.and_then(|i| bins.get_mut(i)) {
+        Some(bin) => {
+            bin.particle_type = particle_type;
+            bin.value = value;
+        }
+        None => bins.push(WorkBin {
+            name,
+            particle_type,
+            value,
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -215,6 +247,26 @@ mod tests {
             Err(ResultCode::Parameter)
         );
         assert_eq!(increment(None, 99, b"x"), Err(ResultCode::Parameter));
+    }
+
+    #[test]
+    fn a_nil_operand_is_a_bad_parameter_whatever_the_bin_holds() {
+        for current in [
+            None,
+            Some(bin(particle::INTEGER, &[0; 8])),
+            Some(bin(particle::STRING, b"x")),
+        ] {
+            for op in [op_type::APPEND, op_type::PREPEND] {
+                assert_eq!(
+                    concatenate(current.as_ref(), op, particle::NULL, &[]),
+                    Err(ResultCode::Parameter)
+                );
+            }
+            assert_eq!(
+                increment(current.as_ref(), particle::NULL, &[]),
+                Err(ResultCode::Parameter)
+            );
+        }
     }
 
     #[test]

@@ -2,8 +2,8 @@
 
 use super::value::{self, List, Number, Particle};
 use super::{
-    multi_range, rank_order, remove_positions, select_and_build, select_shared, single_index, Args,
-    Call, LevelOutcome, Selection, Shared, View, PAD_MAX,
+    multi_range, rank_order, remove_positions, select_and_build, select_shared, single_index,
+    value_list, Args, Call, LevelOutcome, Selection, Shared, View, PAD_MAX,
 };
 use bolide_types::ResultCode;
 use std::borrow::Cow;
@@ -218,8 +218,11 @@ fn select_op(
     remove: bool,
 ) -> Result<Option<Particle>, ResultCode> {
     let (positions, result) = {
-        let view = View::list(list.items.iter().map(|item| item.as_ref()).collect());
-        select_and_build(&view, args, |view| select(view, get_code, args))?
+        let view = View::list(list.items.iter().map(|item| item.as_ref()).collect())
+            .with_flags(list.flags);
+        select_and_build(&view, args, |view, inverted| {
+            select(view, get_code, args, inverted)
+        })?
     };
     if remove {
         remove_positions(&mut list.items, &positions);
@@ -228,7 +231,12 @@ fn select_op(
 }
 
 /// The elements a get-by op names.
-pub fn select(view: &View<'_>, get_code: u64, args: &Args<'_>) -> Result<Selection, ResultCode> {
+pub fn select(
+    view: &View<'_>,
+    get_code: u64,
+    args: &Args<'_>,
+    inverted: bool,
+) -> Result<Selection, ResultCode> {
     let shared = match get_code {
         code::GET_BY_INDEX => {
             let position =
@@ -238,7 +246,7 @@ pub fn select(view: &View<'_>, get_code: u64, args: &Args<'_>) -> Result<Selecti
         code::GET_ALL_BY_VALUE_LIST => {
             let targets = List::parse(args.payload(1)?).map_err(|_| ResultCode::Parameter)?;
             let targets: Vec<&[u8]> = targets.items.iter().map(|item| item.as_ref()).collect();
-            return Ok(Selection::multi(view.equal_to_any(false, &targets)?, false));
+            return value_list(view, &targets, inverted);
         }
         code::GET_BY_RANK => Shared::ByRank,
         code::GET_BY_VALUE => Shared::ByValue,
@@ -249,11 +257,7 @@ pub fn select(view: &View<'_>, get_code: u64, args: &Args<'_>) -> Result<Selecti
         code::GET_BY_VALUE_REL_RANK_RANGE => Shared::ValueRelRankRange,
         _ => return Err(ResultCode::Parameter),
     };
-    select_shared(view, shared, args)
-}
-
-pub fn is_nil(bytes: &[u8]) -> bool {
-    bytes == NIL
+    select_shared(view, shared, args, inverted)
 }
 
 /// A stored value must be one whole item and not a comparison-only value.

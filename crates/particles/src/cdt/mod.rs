@@ -547,32 +547,75 @@ pub mod ret {
 }
 
 /// The elements an op selects from: list values, or map keys and values
-/// (a map's "index" is its key order, its "rank" its value order).
+/// (a map's "index" is its key order, its "rank" its value order), with
+/// the container's order flags.
 pub struct View<'v> {
     values: Vec<&'v [u8]>,
     keys: Option<Vec<&'v [u8]>>,
+    /// An ordered list, or a key-ordered map.
+    ordered: bool,
+    /// A key-value-ordered map: the server keeps an index of its value
+    /// order, which changes the order some results come in.
+    value_indexed: bool,
 }
 
 impl<'v> View<'v> {
     pub fn list(values: Vec<&'v [u8]>) -> View<'v> {
-        View { values, keys: None }
+        View {
+            values,
+            keys: None,
+            ordered: false,
+            value_indexed: false,
+        }
     }
 
     pub fn map(keys: Vec<&'v [u8]>, values: Vec<&'v [u8]>) -> View<'v> {
         View {
             values,
             keys: Some(keys),
+            ordered: false,
+            value_indexed: false,
         }
+    }
+
+    /// The container's order flags (`LIST_ORDERED`, or a map's
+    /// `MAP_K_ORDERED` / `MAP_KV_ORDERED`).
+    pub fn with_flags(mut self, flags: u8) -> View<'v> {
+        if self.keys.is_some() {
+            self.ordered = flags & value::MAP_K_ORDERED != 0;
+            self.value_indexed = flags & value::MAP_KV_ORDERED == value::MAP_KV_ORDERED;
+        } else {
+            self.ordered = flags & value::LIST_ORDERED != 0;
+        }
+        self
     }
 
     pub fn len(&self) -> usize {
         self.values.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    pub fn is_map(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// An ordered list or a key-ordered map (stored order is index order).
+    pub fn is_ordered(&self) -> bool {
+        self.ordered
+    }
+
+    pub fn is_value_indexed(&self) -> bool {
+        self.value_indexed
+    }
+
     /// Positions in index order (a list's own order, a map's key order).
     pub fn index_order(&self) -> Result<Vec<usize>, ResultCode> {
         match &self.keys {
             None => Ok((0..self.values.len()).collect()),
+            Some(_) if self.ordered => Ok((0..self.values.len()).collect()),
             Some(keys) => rank_order(keys),
         }
     }
@@ -654,14 +697,170 @@ impl<'v> View<'v> {
     pub fn slice(order: &[usize], start: usize, count: usize) -> Vec<usize> {
         order.iter().skip(start).take(count).copied().collect()
     }
+
+    /// The positions not in `chosen`, in stored order.
+    pub fn complement(&self, chosen: &[usize]) -> Vec<usize> {
+        let mut taken = vec![false; self.len()];
+        for &position in chosen {
+            if let Some(slot) = taken.get_mut(position) {
+                *slot = true;
+            }
+        }
+        (0..self.len())
+            .filter(|&i| !taken.get(i).copied().unwrap_or(false))
+            .collect()
+    }
+
+    /// The positions of ranks `start..start + count` (by value, or by key
+    /// for `by_key`) in the order the server's partial heap sort leaves
+    /// them, and whether it took the lowest elements (a min-heap, which
+    /// leaves them highest first) or the highest (ascending).
+    ///
+    /// The server (`order_heap` in `cdt.c`) heapifies every position, then
+    /// pops `count` plus the elements on the near side of the range off
+    /// the top, writing each popped one backwards from the end of the
+    /// array; the range is the first `count` of that tail. Equal elements
+    /// come out in whatever order the heap leaves them, so this follows
+    /// the same steps to list them the same way.
+    pub fn heap_range(
+        &self,
+        by_key: bool,
+        start: usize,
+        count: usize,
+    ) -> Result<(Vec<usize>, bool), ResultCode> {
+        let items = self.items(by_key);
+        let n = items.len();
+        if start + count > n {
+            return Err(ResultCode::Parameter);
+        }
+        let tail = n - start - count;
+        let (wanted, discard) = if start <= tail {
+            (Ordering::Less, start)
+        } else {
+            (Ordering::Greater, tail)
+        };
+        let mut heap = Heap {
+            slots: (0..n).collect(),
+            filled: n,
+            wanted,
+            items,
+            failed: false,
+        };
+        for i in (0..n / 2).rev() {
+            heap.sift_down(i);
+        }
+        let mut end = n;
+        for _ in 0..count + discard {
+            let Some(&top) = heap.slots.first() else {
+                break;
+            };
+            heap.pop();
+            end -= 1;
+            if let Some(slot) = heap.slots.get_mut(end) {
+                *slot = top;
+            }
+        }
+        if heap.failed {
+            return Err(ResultCode::Parameter);
+        }
+        let range = heap
+            .slots
+            .get(end..end + count)
+            .unwrap_or_default()
+            .to_vec();
+        Ok((range, wanted == Ordering::Less))
+    }
 }
 
-/// Which elements an op picked, and how.
+/// A binary heap of positions, ordered by their items (see
+/// [`View::heap_range`]): `wanted` is the order a parent has to its
+/// children (`Less` for a min-heap).
+struct Heap<'h, 'v> {
+    slots: Vec<usize>,
+    filled: usize,
+    wanted: Ordering,
+    items: &'h [&'v [u8]],
+    failed: bool,
+}
+
+impl Heap<'_, '_> {
+    fn compare(&mut self, a: usize, b: usize) -> Ordering {
+        let (Some(&a), Some(&b)) = (self.slots.get(a), self.slots.get(b)) else {
+            return Ordering::Equal;
+        };
+        match (self.items.get(a), self.items.get(b)) {
+            (Some(x), Some(y)) => value::compare(x, y).unwrap_or_else(|_| {
+                self.failed = true;
+                Ordering::Equal
+            }),
+            _ => Ordering::Equal,
+        }
+    }
+
+    fn sift_down(&mut self, mut index: usize) {
+        loop {
+            let first = 2 * index + 1;
+            let second = first + 1;
+            if first >= self.filled {
+                return;
+            }
+            let child = if second >= self.filled {
+                first
+            } else {
+                match self.compare(first, second) {
+                    Ordering::Equal => first,
+                    order if order == self.wanted => first,
+                    _ => second,
+                }
+            };
+            if self.compare(child, index) != self.wanted {
+                return;
+            }
+            self.slots.swap(index, child);
+            index = child;
+        }
+    }
+
+    /// Removes the top: the last filled slot takes its place.
+    fn pop(&mut self) {
+        if self.filled == 0 {
+            return;
+        }
+        self.filled -= 1;
+        let last = self.slots.get(self.filled).copied().unwrap_or(0);
+        if let Some(top) = self.slots.first_mut() {
+            *top = last;
+        }
+        self.sift_down(0);
+    }
+}
+
+/// How the INDEX or RANK numbers of a multi-element result are listed.
+/// The server builds them in different ways for different ops (from a
+/// bit mask of the chosen positions, from a range, or element by
+/// element), so the order differs too, and clients see it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Listing {
+    /// Ascending (a reverse index or rank therefore descending).
+    Ascending,
+    /// In the order of the selection's positions.
+    AsElements,
+    /// In the order of the selection's positions, each list element's
+    /// rank being the number of elements below it (equal elements share
+    /// one), as the server computes it one element at a time.
+    CountBelow,
+    /// In the order of these positions.
+    Given(Vec<usize>),
+}
+
+/// Which elements an op picked, and in which order each kind of result
+/// lists them.
 pub struct Selection {
-    /// Positions of the selected elements.
+    /// The selected positions, in the order values, keys and pairs are
+    /// answered.
     pub positions: Vec<usize>,
-    /// Selected by rank (values come back in rank order).
-    pub by_rank: bool,
+    pub indexes: Listing,
+    pub ranks: Listing,
     /// One element expected (results are scalars, not lists).
     pub multi: bool,
 }
@@ -671,27 +870,54 @@ impl Selection {
     pub fn single(positions: Vec<usize>) -> Selection {
         Selection {
             positions,
-            by_rank: false,
+            indexes: Listing::Ascending,
+            ranks: Listing::Ascending,
             multi: false,
         }
     }
 
-    /// Any number of elements (a list result).
-    pub fn multi(positions: Vec<usize>, by_rank: bool) -> Selection {
+    /// Any number of elements, answered in stored order with ascending
+    /// numbers.
+    pub fn stored(mut positions: Vec<usize>) -> Selection {
+        positions.sort_unstable();
         Selection {
             positions,
-            by_rank,
+            indexes: Listing::Ascending,
+            ranks: Listing::Ascending,
             multi: true,
         }
+    }
+
+    /// Any number of elements, answered in the order given.
+    pub fn ordered(positions: Vec<usize>) -> Selection {
+        Selection {
+            positions,
+            indexes: Listing::Ascending,
+            ranks: Listing::Ascending,
+            multi: true,
+        }
+    }
+
+    pub fn indexes(mut self, listing: Listing) -> Selection {
+        self.indexes = listing;
+        self
+    }
+
+    pub fn ranks(mut self, listing: Listing) -> Selection {
+        self.ranks = listing;
+        self
     }
 }
 
 /// The get-by ops lists and maps share, with the same arguments: `args`
 /// are (return type, index or rank or value, count or interval end…).
+/// `inverted` asks for the elements the op does not name. The orders
+/// follow the server's `particle_list.c` and `particle_map.c`.
 pub fn select_shared(
     view: &View<'_>,
     op: Shared,
     args: &Args<'_>,
+    inverted: bool,
 ) -> Result<Selection, ResultCode> {
     let n = view.len();
     Ok(match op {
@@ -701,27 +927,236 @@ pub fn select_shared(
         }
         Shared::ByValue => Selection::single(view.equal_to_any(false, &[args.payload(1)?])?),
         Shared::AllByValue => {
-            Selection::multi(view.equal_to_any(false, &[args.payload(1)?])?, false)
+            let found = view.equal_to_any(false, &[args.payload(1)?])?;
+            value_interval(view, found, inverted)?
         }
         Shared::ValueInterval => {
-            let end = args.get(2).filter(|end| !list::is_nil(end));
-            Selection::multi(view.in_interval(false, args.payload(1)?, end)?, false)
+            // Only a missing end means "no upper bound": an end given as
+            // nil is the lowest value, so nothing lies below it.
+            let found = view.in_interval(false, args.payload(1)?, args.get(2))?;
+            value_interval(view, found, inverted)?
         }
         Shared::IndexRange => {
             let (start, count) = multi_range(args.int(1)?, args.count_or_all(2)?, n);
-            Selection::multi(View::slice(&view.index_order()?, start, count), false)
+            index_range(view, start, count, inverted)?
         }
         Shared::RankRange => {
             let (start, count) = multi_range(args.int(1)?, args.count_or_all(2)?, n);
-            Selection::multi(View::slice(&view.rank_order()?, start, count), true)
+            rank_range(view, start, count, inverted)?
         }
         Shared::ValueRelRankRange => {
             let anchor = view.count_below(false, args.payload(1)?)?;
             let (rank, count) = relative_range(args.int(2)?, args.count_or_all(3)?, anchor);
             let (start, count) = multi_range(rank, count, n);
-            Selection::multi(View::slice(&view.rank_order()?, start, count), true)
+            rank_range(view, start, count, inverted)?
         }
     })
+}
+
+/// The elements of index range `start..start + count` (in key order for
+/// a map), or the others.
+pub fn index_range(
+    view: &View<'_>,
+    start: usize,
+    count: usize,
+    inverted: bool,
+) -> Result<Selection, ResultCode> {
+    let n = view.len();
+    let Some((start, count, inverted)) = reduce_inverted(start, count, n, inverted) else {
+        return Ok(Selection::stored((0..n).collect()));
+    };
+    let index_order = view.index_order()?;
+    let chosen = View::slice(&index_order, start, count);
+    if !view.is_map() {
+        // A list answers in its own order; an unordered list's ranks are
+        // worked out element by element.
+        let positions = if inverted {
+            view.complement(&chosen)
+        } else {
+            chosen
+        };
+        // Taking every element, the server lists ranks 0..n.
+        let ranks = if view.is_ordered() || positions.len() == n {
+            Listing::Ascending
+        } else {
+            Listing::CountBelow
+        };
+        return Ok(Selection::ordered(positions).ranks(ranks));
+    }
+    if inverted {
+        return Ok(Selection::ordered(view.complement(&chosen)).ranks(Listing::AsElements));
+    }
+    if count == n {
+        // The whole map, as stored.
+        return Ok(Selection::stored(chosen));
+    }
+    Ok(Selection::ordered(chosen).ranks(Listing::AsElements))
+}
+
+/// The elements of rank range `start..start + count`, or the others.
+pub fn rank_range(
+    view: &View<'_>,
+    start: usize,
+    count: usize,
+    inverted: bool,
+) -> Result<Selection, ResultCode> {
+    let n = view.len();
+    if !view.is_map() {
+        if view.is_ordered() {
+            // Rank is index in an ordered list.
+            return index_range(view, start, count, inverted);
+        }
+        let (chosen, _) = view.heap_range(false, start, count)?;
+        if inverted {
+            return Ok(Selection::ordered(view.complement(&chosen)));
+        }
+        // Values as the heap leaves them; numbers from the mask and the
+        // range.
+        return Ok(Selection::ordered(chosen));
+    }
+    let (start, count, inverted) =
+        reduce_inverted(start, count, n, inverted).unwrap_or((0, n, false));
+    let chosen = if view.is_value_indexed() {
+        View::slice(&view.rank_order()?, start, count)
+    } else {
+        let (mut chosen, lowest) = view.heap_range(false, start, count)?;
+        if lowest {
+            // The server turns a min-heap's range back to rank order.
+            chosen.reverse();
+        }
+        chosen
+    };
+    if inverted {
+        return Ok(Selection::ordered(view.complement(&chosen)).indexes(Listing::AsElements));
+    }
+    Ok(Selection::ordered(chosen).indexes(Listing::AsElements))
+}
+
+/// The elements an interval (or an equal value) found, in stored order,
+/// or the others.
+fn value_interval(
+    view: &View<'_>,
+    found: Vec<usize>,
+    inverted: bool,
+) -> Result<Selection, ResultCode> {
+    if !view.is_map() {
+        let positions = if inverted {
+            view.complement(&found)
+        } else {
+            found
+        };
+        return Ok(Selection::stored(positions));
+    }
+    if inverted {
+        if found.is_empty() {
+            return Ok(Selection::stored((0..view.len()).collect()));
+        }
+        return Ok(Selection::stored(view.complement(&found)).indexes(Listing::AsElements));
+    }
+    if view.is_value_indexed() {
+        // Found through the value index: in value order.
+        let rank_order = view.rank_order()?;
+        let mut chosen = vec![false; view.len()];
+        for &position in &found {
+            if let Some(slot) = chosen.get_mut(position) {
+                *slot = true;
+            }
+        }
+        let positions = rank_order
+            .into_iter()
+            .filter(|&p| chosen.get(p).copied().unwrap_or(false))
+            .collect();
+        return Ok(Selection::ordered(positions).indexes(Listing::AsElements));
+    }
+    Ok(Selection::stored(found).indexes(Listing::AsElements))
+}
+
+/// Elements equal to any value of a list: in stored order, with ranks
+/// (and, for an ordered container, indexes or values) listed value by
+/// value in the order the list gives them.
+pub fn value_list(
+    view: &View<'_>,
+    targets: &[&[u8]],
+    inverted: bool,
+) -> Result<Selection, ResultCode> {
+    let found = view.equal_to_any(false, targets)?;
+    if inverted {
+        let positions = view.complement(&found);
+        return Ok(if view.is_map() {
+            let listing = if view.is_value_indexed() {
+                Listing::AsElements
+            } else {
+                Listing::Ascending
+            };
+            Selection::stored(positions)
+                .indexes(Listing::AsElements)
+                .ranks(listing)
+        } else {
+            Selection::stored(positions)
+        });
+    }
+    // Value by value: each one's equal elements in rank order.
+    let rank_order = view.rank_order()?;
+    let mut by_value = Vec::with_capacity(found.len());
+    let mut listed = vec![false; view.len()];
+    for target in targets {
+        for &position in &rank_order {
+            let Some(item) = view.values.get(position) else {
+                continue;
+            };
+            if listed.get(position).copied().unwrap_or(true) {
+                continue;
+            }
+            if value::compare(item, target)? == Ordering::Equal {
+                by_value.push(position);
+                if let Some(slot) = listed.get_mut(position) {
+                    *slot = true;
+                }
+            }
+        }
+    }
+    if view.is_map() {
+        let indexes = if view.is_value_indexed() {
+            Listing::Given(by_value.clone())
+        } else {
+            Listing::AsElements
+        };
+        return Ok(Selection::stored(found)
+            .indexes(indexes)
+            .ranks(Listing::Given(by_value)));
+    }
+    if view.is_ordered() {
+        return Ok(Selection::ordered(by_value)
+            .indexes(Listing::AsElements)
+            .ranks(Listing::AsElements));
+    }
+    Ok(Selection::stored(found).ranks(Listing::Given(by_value)))
+}
+
+/// How the server narrows an inverted range of `n` elements: the
+/// complement of a range touching either end is a range itself (answered
+/// like one, not inverted), the complement of everything is everything.
+/// Gives the range and whether it is still inverted, or `None` for the
+/// whole container.
+fn reduce_inverted(
+    start: usize,
+    count: usize,
+    n: usize,
+    inverted: bool,
+) -> Option<(usize, usize, bool)> {
+    if !inverted {
+        return Some((start, count, false));
+    }
+    if count == 0 {
+        return None;
+    }
+    if start == 0 {
+        return Some((count, n - count, false));
+    }
+    if start + count >= n {
+        return Some((0, start, false));
+    }
+    Some((start, count, true))
 }
 
 /// Get-by ops that lists and maps both have (with their own op codes).
@@ -737,17 +1172,21 @@ pub enum Shared {
 }
 
 /// The common part of a get-by or remove-by op: reads and checks the
-/// return type (`args[0]`), selects, applies the inverted flag and builds
-/// the result. Returns the selected positions (for a remove) and the result.
+/// return type (`args[0]`), selects (the inverted flag passed on), and
+/// builds the result. Returns the selected positions (for a remove) and
+/// the result.
 pub fn select_and_build(
     view: &View<'_>,
     args: &Args<'_>,
-    select: impl FnOnce(&View<'_>) -> Result<Selection, ResultCode>,
+    select: impl FnOnce(&View<'_>, bool) -> Result<Selection, ResultCode>,
 ) -> Result<(Vec<usize>, Option<Particle>), ResultCode> {
     let return_type = u64::try_from(args.int(0)?).map_err(|_| ResultCode::Parameter)?;
     check_return_type(return_type)?;
-    let mut selection = select(view)?;
-    invert(view, &mut selection, return_type)?;
+    let inverted = return_type & ret::INVERTED != 0;
+    let selection = select(view, inverted)?;
+    if inverted && !selection.multi {
+        return Err(ResultCode::OpNotApplicable);
+    }
     let result = build_result(view, &selection, return_type)?;
     Ok((selection.positions, result))
 }
@@ -771,29 +1210,55 @@ pub fn remove_positions<T>(items: &mut Vec<T>, positions: &[usize]) {
     });
 }
 
-/// Applies the inverted flag: the complement, in stored order.
-pub fn invert(
+/// The INDEX or RANK numbers of a selection, listed as it asks.
+fn numbers(
     view: &View<'_>,
-    selection: &mut Selection,
-    return_type: u64,
-) -> Result<(), ResultCode> {
-    if return_type & ret::INVERTED == 0 {
-        return Ok(());
-    }
-    if !selection.multi {
-        return Err(ResultCode::OpNotApplicable);
-    }
-    let mut chosen = vec![false; view.len()];
-    for &position in &selection.positions {
-        if let Some(slot) = chosen.get_mut(position) {
-            *slot = true;
+    selection: &Selection,
+    by_index: bool,
+    reverse: bool,
+) -> Result<Vec<i64>, ResultCode> {
+    let n = view.len();
+    let listing = if by_index {
+        &selection.indexes
+    } else {
+        &selection.ranks
+    };
+    let count_below = *listing == Listing::CountBelow;
+    let place = if count_below {
+        Vec::new()
+    } else if by_index {
+        View::place_of(&view.index_order()?)
+    } else {
+        View::place_of(&view.rank_order()?)
+    };
+    let number_of = |position: usize| -> Result<usize, ResultCode> {
+        if count_below {
+            let item = view.values.get(position).ok_or(ResultCode::Parameter)?;
+            return view.count_below(false, item);
         }
+        Ok(place.get(position).copied().unwrap_or(0))
+    };
+    let positions = match listing {
+        Listing::Given(given) => given.as_slice(),
+        _ => selection.positions.as_slice(),
+    };
+    let mut forward = Vec::with_capacity(positions.len());
+    for &position in positions {
+        forward.push(number_of(position)?);
     }
-    selection.positions = (0..view.len())
-        .filter(|&i| !chosen.get(i).copied().unwrap_or(false))
-        .collect();
-    selection.by_rank = false;
-    Ok(())
+    if *listing == Listing::Ascending {
+        forward.sort_unstable();
+    }
+    Ok(forward
+        .into_iter()
+        .map(|at| {
+            if reverse {
+                (n - 1 - at.min(n.saturating_sub(1))) as i64
+            } else {
+                at as i64
+            }
+        })
+        .collect())
 }
 
 /// Builds an op's result from its selection and return type.
@@ -803,11 +1268,7 @@ pub fn build_result(
     return_type: u64,
 ) -> Result<Option<Particle>, ResultCode> {
     let kind = return_type & ret::TYPE_MASK;
-    let n = view.len();
-    let mut positions = selection.positions.clone();
-    if !selection.by_rank {
-        positions.sort_unstable();
-    }
+    let positions = &selection.positions;
     let is_map = view.keys.is_some();
     match kind {
         ret::NONE => Ok(None),
@@ -815,34 +1276,12 @@ pub fn build_result(
         ret::EXISTS => Ok(Some(value::bool_particle(!positions.is_empty()))),
         ret::INDEX | ret::REVERSE_INDEX | ret::RANK | ret::REVERSE_RANK => {
             let by_index = matches!(kind, ret::INDEX | ret::REVERSE_INDEX);
-            let order = if by_index {
-                view.index_order()?
-            } else {
-                view.rank_order()?
-            };
-            let place = View::place_of(&order);
             let reverse = matches!(kind, ret::REVERSE_INDEX | ret::REVERSE_RANK);
-            let mut numbers: Vec<i64> = positions
-                .iter()
-                .map(|&p| {
-                    let at = place.get(p).copied().unwrap_or(0);
-                    if reverse {
-                        (n - 1 - at) as i64
-                    } else {
-                        at as i64
-                    }
-                })
-                .collect();
+            let numbers = numbers(view, selection, by_index, reverse)?;
             if !selection.multi {
                 return Ok(Some(value::int_particle(
                     numbers.first().copied().unwrap_or(-1),
                 )));
-            }
-            if !selection.by_rank {
-                numbers.sort_unstable();
-                if reverse {
-                    numbers.reverse();
-                }
             }
             let mut out = Vec::new();
             value::write_array_header(&mut out, numbers.len());
@@ -897,8 +1336,9 @@ pub fn build_result(
                 value::encode_pairs(flags, pairs.into_iter()),
             )))
         }
-        ret::KEY_VALUE | ret::UNORDERED_MAP | ret::ORDERED_MAP => Err(ResultCode::OpNotApplicable),
-        _ => Err(ResultCode::Parameter),
+        // A return type the op does not have (a map type on a list, an
+        // unknown number) is not applicable, as the server answers.
+        _ => Err(ResultCode::OpNotApplicable),
     }
 }
 

@@ -2,22 +2,18 @@
 //! in `operate`: the op and the bin's value go to `bits` or `hll`, and the
 //! answer or new value comes back into the working copy of the record.
 
-use crate::ops::WorkBin;
+use crate::ops::{set_bin, WorkBin};
 use bolide_types::{particle, ResultCode};
-use bolide_wire::message::encode_op;
 use bolide_wire::{op_type, Op};
 use std::borrow::Cow;
 
-/// Applies a bit op to the working bins (the write path), appending its
-/// answer, if it has one, to `results`.
+/// Applies a bit or HyperLogLog op to the working bins (the write path);
+/// gives its answer, if it has one.
 pub fn apply<'a>(
     bins: &mut Vec<WorkBin<'a>>,
     position: Option<usize>,
     op: &Op<'a>,
-    respond_all: bool,
-    results: &mut Vec<u8>,
-    result_count: &mut u16,
-) -> Result<(), ResultCode> {
+) -> Result<Option<(u8, Vec<u8>)>, ResultCode> {
     let is_bits = matches!(op.op_type, op_type::BIT_READ | op_type::BIT_MODIFY);
     if is_bits && op.particle_type != particle::BLOB {
         return Err(ResultCode::IncompatibleType);
@@ -29,7 +25,7 @@ pub fn apply<'a>(
         op_type::HLL_MODIFY => {
             let (value, answer) = crate::hll::modify(current, op.value)?;
             if let Some(value) = value {
-                crate::write::set_bin(bins, position, op.name, particle::HLL, Cow::Owned(value));
+                set_bin(bins, position, op.name, particle::HLL, Cow::Owned(value));
             }
             answer
         }
@@ -39,7 +35,7 @@ pub fn apply<'a>(
         },
         op_type::BIT_MODIFY => {
             if let Some(value) = crate::bits::modify(current, op.value)? {
-                crate::write::set_bin(bins, position, op.name, particle::BLOB, Cow::Owned(value));
+                set_bin(bins, position, op.name, particle::BLOB, Cow::Owned(value));
             }
             None
         }
@@ -48,15 +44,7 @@ pub fn apply<'a>(
             None => None,
         },
     };
-    match answer {
-        Some((particle_type, value)) => {
-            encode_op(results, op_type::READ, particle_type, op.name, &value)
-        }
-        None if respond_all => encode_op(results, op_type::READ, particle::NULL, op.name, &[]),
-        None => return Ok(()),
-    }
-    *result_count += 1;
-    Ok(())
+    Ok(answer)
 }
 
 /// A read op of the read path (no write lock): the answer for a bin the

@@ -6,7 +6,6 @@ use super::regex::{regex_flag, translate_posix};
 use super::*;
 use bolide_types::particle;
 use bolide_wire::msgpack::{Item, Reader};
-use std::borrow::Cow;
 
 #[test]
 fn arithmetic_edges_are_unknown_not_wrong() {
@@ -81,67 +80,99 @@ fn int_bin_compare(op: u8, value: u8) -> Vec<u8> {
     vec![0x93, op, 0x93, 0x51, 0x02, 0xa1, b'n', value]
 }
 
-fn subject_with<'r>(
-    record: &'r RecordView<'r>,
-    meta: &'r RecordMeta,
-    digest: &'r Digest,
-) -> Subject<'r> {
-    Subject {
-        digest,
-        meta,
-        bins: Bins::Stored(record),
-        key: record.key,
-        record_bytes: 30,
-        set_name: Some("demo"),
-        now_ms: 1_000_000,
+/// A record for the tests: bins in a `Vec`, fixed metadata.
+pub(crate) struct TestRecord {
+    pub bins: Vec<(Vec<u8>, u8, Vec<u8>)>,
+    pub digest: Digest,
+    pub key: Option<(u8, Vec<u8>)>,
+    pub last_update_ms: u64,
+    pub void_time: u32,
+}
+
+impl TestRecord {
+    pub(crate) fn new(bins: Vec<(Vec<u8>, u8, Vec<u8>)>) -> TestRecord {
+        TestRecord {
+            bins,
+            digest: Digest([0; 20]),
+            key: None,
+            last_update_ms: 0,
+            void_time: 0,
+        }
     }
 }
 
+impl Record for TestRecord {
+    fn bin(&self, name: &[u8]) -> Option<(u8, &[u8])> {
+        self.bins
+            .iter()
+            .find(|(bin, _, _)| bin == name)
+            .map(|(_, particle_type, value)| (*particle_type, value.as_slice()))
+    }
+
+    fn digest(&self) -> &Digest {
+        &self.digest
+    }
+
+    fn key(&self) -> Option<(u8, &[u8])> {
+        self.key
+            .as_ref()
+            .map(|(key_type, key)| (*key_type, key.as_slice()))
+    }
+
+    fn last_update_ms(&self) -> u64 {
+        self.last_update_ms
+    }
+
+    fn void_time(&self) -> u32 {
+        self.void_time
+    }
+
+    fn set_name(&self) -> Option<&str> {
+        Some("demo")
+    }
+
+    fn size_bytes(&self) -> usize {
+        30
+    }
+}
+
+const NOW_MS: u64 = 1_000_000;
+
 #[test]
 fn compares_integer_bins() {
-    let mut bytes = Vec::new();
-    bolide_store::record::encode(
-        &mut bytes,
-        None,
-        [bolide_store::Bin {
-            name: b"n",
-            particle_type: particle::INTEGER,
-            value: &7i64.to_be_bytes(),
-        }]
-        .into_iter(),
-    );
-    let record = RecordView::parse(&bytes).expect("record");
-    let meta = RecordMeta {
-        generation: 1,
-        ..RecordMeta::default()
-    };
-    let digest = Digest([0; 20]);
-    let subject = subject_with(&record, &meta, &digest);
+    let subject = TestRecord::new(vec![(
+        b"n".to_vec(),
+        particle::INTEGER,
+        7i64.to_be_bytes().to_vec(),
+    )]);
     assert!(passes(
         &parse(&int_bin_compare(3, 5)).expect("gt"),
-        &subject
+        &subject,
+        NOW_MS
     ));
     assert!(!passes(
         &parse(&int_bin_compare(5, 5)).expect("lt"),
-        &subject
+        &subject,
+        NOW_MS
     ));
     assert!(passes(
         &parse(&int_bin_compare(1, 7)).expect("eq"),
-        &subject
+        &subject,
+        NOW_MS
     ));
     // A missing bin is unknown: filtered out under both EQ and NOT(EQ).
     let missing = vec![0x93, 0x01, 0x93, 0x51, 0x02, 0xa1, b'x', 0x07];
-    assert!(!passes(&parse(&missing).expect("eq"), &subject));
+    assert!(!passes(&parse(&missing).expect("eq"), &subject, NOW_MS));
     let mut negated = vec![0x92, 0x12];
     negated.extend_from_slice(&missing);
-    assert!(!passes(&parse(&negated).expect("not"), &subject));
+    assert!(!passes(&parse(&negated).expect("not"), &subject, NOW_MS));
     // and(true-ish, false) is false; or is true.
     let mut and = vec![0x93, 0x10];
     and.extend(int_bin_compare(3, 5));
     and.extend(int_bin_compare(5, 5));
-    assert!(!passes(&parse(&and).expect("and"), &subject));
+    assert!(!passes(&parse(&and).expect("and"), &subject, NOW_MS));
     and[1] = 0x11;
-    assert!(passes(&parse(&and).expect("or"), &subject));
+    assert!(passes(&parse(&and).expect("or"), &subject, NOW_MS));
 }
 
 #[test]
@@ -293,7 +324,7 @@ fn expression() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
     })
 }
 
-fn hostile_record() -> Vec<u8> {
+fn hostile_record() -> TestRecord {
     let list = pack_array(&[
         pack_int(1),
         particle_str(particle::STRING, b"a"),
@@ -309,7 +340,6 @@ fn hostile_record() -> Vec<u8> {
     };
     let mut geo = vec![0u8, 0, 0];
     geo.extend_from_slice(br#"{"type":"Point","coordinates":[1.0,2.0]}"#);
-    let mut bytes = Vec::new();
     let bins = [
         (
             b"n".as_slice(),
@@ -322,47 +352,28 @@ fn hostile_record() -> Vec<u8> {
         (b"m", particle::MAP, map),
         (b"g", particle::GEOJSON, geo),
     ];
-    bolide_store::record::encode(
-        &mut bytes,
-        Some((particle::STRING, b"key".as_slice())),
-        bins.iter()
-            .map(|(name, particle_type, value)| bolide_store::Bin {
-                name,
-                particle_type: *particle_type,
-                value,
-            }),
-    );
-    bytes
+    TestRecord {
+        bins: bins
+            .into_iter()
+            .map(|(name, particle_type, value)| (name.to_vec(), particle_type, value))
+            .collect(),
+        digest: Digest([7; 20]),
+        key: Some((particle::STRING, b"key".to_vec())),
+        last_update_ms: 0,
+        void_time: 100,
+    }
 }
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
     #[test]
     fn hostile_expressions_never_panic(bytes in expression()) {
-        let stored = hostile_record();
-        let record = RecordView::parse(&stored).expect("record");
-        let mut empty_bytes = Vec::new();
-        bolide_store::record::encode(&mut empty_bytes, None, std::iter::empty());
-        let empty = RecordView::parse(&empty_bytes).expect("empty record");
-        let meta = RecordMeta { generation: 3, void_time: 100, ..RecordMeta::default() };
-        let digest = Digest([7; 20]);
+        let record = hostile_record();
+        let empty = TestRecord::new(Vec::new());
         if let Ok(expr) = parse(&bytes) {
-            let _ = passes(&expr, &subject_with(&record, &meta, &digest));
-            let _ = passes(&expr, &subject_with(&empty, &meta, &digest));
-            // As an expression op sees a write's working copy.
-            let working: Vec<crate::ops::WorkBin<'_>> = record
-                .bins()
-                .map(|bin| crate::ops::WorkBin {
-                    name: bin.name,
-                    particle_type: bin.particle_type,
-                    value: Cow::Borrowed(bin.value),
-                })
-                .collect();
-            let subject = Subject {
-                bins: Bins::Working(&working),
-                ..subject_with(&record, &meta, &digest)
-            };
-            let _ = evaluate(&expr, &subject);
+            let _ = passes(&expr, &record, NOW_MS);
+            let _ = passes(&expr, &empty, NOW_MS);
+            let _ = evaluate(&expr, &record, NOW_MS);
         }
         // And as the value of an expression op, `[expression, flags]`.
         let mut op = vec![0x92];
