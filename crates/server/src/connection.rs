@@ -141,7 +141,20 @@ pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Op
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
     let caller = Caller::client(peer);
+    let tls = connection.is_tls();
+    if tls {
+        context
+            .counters
+            .tls_connections_opened
+            .fetch_add(1, Relaxed);
+    }
     let reason = run(&context, &mut connection, local, caller).await;
+    if tls {
+        context
+            .counters
+            .tls_connections_closed
+            .fetch_add(1, Relaxed);
+    }
     match &reason {
         Close::Peer => {}
         Close::BadFrame(error) => {
