@@ -318,3 +318,50 @@ def test_the_go_client_over_mutual_tls(pki):
         assert "--- PASS: TestTLSRefusals" in output, output
     finally:
         server.stop()
+
+
+def test_the_bolide_tool_and_bolide_bench_over_mutual_tls(pki):
+    """``bolide --tls-enable …`` (info requests with the tool's own TLS, and
+    records through the official Rust crate's TLS) and ``bolide-bench
+    --tls-enable …`` against a node asking for client certificates."""
+    import subprocess
+
+    from bolide_server import REPO_ROOT
+
+    bolide = REPO_ROOT / "target" / "release" / "bolide"
+    bench = REPO_ROOT / "target" / "release" / "bolide-bench"
+    server, port = tls_server(pki, authenticate="any")
+    try:
+        flags = ["-h", "127.0.0.1", "-p", str(port), "--tls-enable", "--tls-name", NODE_NAME,
+                 "--tls-cafile", str(pki / "ca.pem"),
+                 "--tls-certfile", str(pki / "client.pem"),
+                 "--tls-keyfile", str(pki / "client.key")]
+        run = subprocess.run([str(bolide), *flags, "asinfo", "service-tls-std"],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert f"127.0.0.1:{port}" in run.stdout, run.stdout
+        run = subprocess.run(
+            [str(bolide), *flags, "sql", "-c", "INSERT INTO test.tls (PK, v) VALUES ('cli', 42)"],
+            capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stdout + run.stderr
+        _, _, bins = server.client().get((NS, SET, "cli"))
+        assert bins == {"v": 42}
+        # Another CA: refused, and said so.
+        bad = [*flags]
+        bad[bad.index(str(pki / "ca.pem"))] = str(pki / "other-ca.pem")
+        run = subprocess.run([str(bolide), *bad, "asinfo", "statistics"],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode != 0
+        assert "TLS handshake failed" in run.stderr, run.stderr
+        # The load generator over TLS, bounded to 2 s.
+        run = subprocess.run(
+            [str(bench), *flags, "-k", "1000", "-o", "S:50", "-w", "RU,50", "-c", "2",
+             "-d", "2s"],
+            capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        counted = stats(server.client())
+        # The bench's connections (at least 2) and the tool's went over TLS.
+        assert int(counted["tls_connections_opened"]) >= 4, counted
+        assert int(server.client().info_random_node("sets").count("tls")) >= 1
+    finally:
+        server.stop()
