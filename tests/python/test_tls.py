@@ -123,8 +123,10 @@ def test_plain_and_tls_on_the_wrong_ports_fail_cleanly(pki, standard):
     cfg["connect_timeout"] = 2000
     with pytest.raises(ex.AerospikeError):
         aerospike.client(cfg).connect()
-    # A TLS client on the plain port.
+    # A TLS client on the plain port: closed, and said so in the log.
     refused(pki, server.port)
+    wait_for(lambda: "ignoring TLS connection" in server.log_text(), 10,
+             what="the ClientHello on the plain port logged")
     # A raw plain info request on the TLS port gets no answer; the socket
     # is closed.
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
