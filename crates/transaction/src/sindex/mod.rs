@@ -12,6 +12,7 @@ pub mod cells;
 pub mod definition;
 pub mod index;
 pub mod keys;
+pub mod tree;
 
 use crate::metadata;
 use bolide_store::{Namespace, RecordChange, RecordMeta, RecordObserver, RecordView, Store};
