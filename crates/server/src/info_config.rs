@@ -2,10 +2,9 @@
 //! `namespace/NS` and `get-config`, and `set-config` to change it while
 //! the node runs (new writes only; what is stored keeps its method).
 
-use crate::node::Node;
 use bolide_store::device::compress::{ACCELERATION_MAX, LEVEL_MAX};
 use bolide_store::device::Device;
-use bolide_store::{Compression, Method, Namespace};
+use bolide_store::{Compression, Method, Namespace, Store};
 use bolide_wire::info::InfoCommand;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -50,7 +49,7 @@ fn settings(setting: Compression) -> String {
 
 /// `set-config:context=namespace;id=NS;compression=zstd` (also
 /// `namespace=NS`, `compression-level`, `compression-acceleration`).
-pub(crate) fn set_config(node: &Node, command: &InfoCommand<'_>) -> String {
+pub(crate) fn set_config(store: &Store, command: &InfoCommand<'_>) -> String {
     match command.param("context") {
         Some("namespace") => {}
         Some(other) => return format!("ERROR:4:set-config context {other} is not supported"),
@@ -59,7 +58,7 @@ pub(crate) fn set_config(node: &Node, command: &InfoCommand<'_>) -> String {
     let Some(name) = command.param("id").or_else(|| command.param("namespace")) else {
         return "ERROR:4:id (the namespace) is required".to_owned();
     };
-    let Some(namespace) = node.store.namespace(name.as_bytes()) else {
+    let Some(namespace) = store.namespace(name.as_bytes()) else {
         return "ERROR:20:namespace not found".to_owned();
     };
     let method = command.param("compression");

@@ -11,12 +11,13 @@
 //! come from the index instead (`crate::query`): in (bval, digest) order,
 //! each checked against the query and answered with its BVAL field.
 
+use crate::caller::{Caller, Permission};
 use crate::cluster::Cluster;
-use crate::expression::Expr;
 use crate::jobs::{Aggregate, Background, Job, Mode};
 use crate::query::{IndexQuery, Step};
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
 use bolide_cluster::Routing;
+use bolide_particles::expression::Expr;
 use bolide_store::{Namespace, RecordView, Store};
 use bolide_types::{
     now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES, PARTITION_COUNT,
@@ -79,10 +80,11 @@ pub struct ScanJob {
 pub fn start(
     store: &Store,
     cluster: &Cluster<'_>,
+    caller: &Caller,
     message: &Message<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    match plan(store, cluster, message) {
+    match plan(store, cluster, caller, message) {
         Ok(Some(job)) if matches!(job.mode, Mode::Background(_)) => {
             // A background job answers at once and runs on its own.
             append_last(out, job.spawn().err().unwrap_or(ResultCode::Ok));
@@ -100,10 +102,12 @@ pub fn start(
     }
 }
 
-/// Validates a scan request; `None` means "nothing to scan" (unknown set).
+/// Validates a scan request and checks that `caller` may run it; `None`
+/// means "nothing to scan" (unknown set).
 fn plan(
     store: &Store,
     cluster: &Cluster<'_>,
+    caller: &Caller,
     message: &Message<'_>,
 ) -> Result<Option<ScanJob>, ResultCode> {
     let fields = &message.fields;
@@ -115,6 +119,11 @@ fn plan(
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
     }
+    caller.check(
+        permission(message),
+        Some(namespace.name()),
+        fields.set.filter(|set| !set.is_empty()),
+    )?;
     let mut query = match fields.index_range {
         Some(_) => Some(IndexQuery::plan(namespace, message)?),
         None => None,
@@ -147,7 +156,7 @@ fn plan(
     }
     let filter = fields
         .filter_expression
-        .map(crate::expression::parse)
+        .map(bolide_particles::expression::parse)
         .transpose()?;
     let whole_node = fields.pid_array.is_none() && fields.digest_array.is_none();
     // A query takes the partitions it reads at once (most requests name
@@ -193,6 +202,19 @@ fn plan(
         error: None,
         scratch: crate::Scratch::default(),
     }))
+}
+
+/// What a scan or query needs of its caller: a UDF (an aggregation, or a
+/// background UDF job) UdfQuery, a background job with write ops OpsQuery,
+/// one that answers records Query.
+fn permission(message: &Message<'_>) -> Permission {
+    if message.fields.udf_op.is_some() {
+        Permission::UdfQuery
+    } else if message.header.info2 & info2::WRITE != 0 {
+        Permission::OpsQuery
+    } else {
+        Permission::Query
+    }
 }
 
 /// Whether a scan or query sends records, aggregates them (UDF_OP 1) or

@@ -14,8 +14,8 @@
 //! valid frame from a node of this cluster closes the connection, counted
 //! in `fabric_bad_frames` and logged (at most a line a second).
 
+use super::Context as Node;
 use super::{bump, migrate, remote};
-use crate::node::Node;
 use bolide_cluster::codec::{self, CodecError, FRAME_HEADER_BYTES};
 use bolide_cluster::conflict::{self, Stamp};
 use bolide_cluster::fabric::{code, Channel, Fabric, Image};

@@ -16,8 +16,8 @@
 //! is the same; a new map cancels it.
 
 use super::fabric::{call, copy_of, image_of, wins, Answer};
+use super::Context as Node;
 use super::{bump, Event};
-use crate::node::Node;
 use bolide_cluster::codec;
 use bolide_cluster::fabric::{code, Channel, Fabric, Image};
 use bolide_cluster::node::DataEvent;
@@ -71,7 +71,7 @@ pub fn start(node: Arc<Node>) -> Result<(), String> {
         .name("migrate".into())
         .spawn(move || {
             // Background work: it yields the cores to the event loops.
-            crate::connection::set_thread_nice(crate::connection::BACKGROUND_NICE);
+            crate::system::set_thread_nice(crate::system::BACKGROUND_NICE);
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

@@ -7,7 +7,7 @@
 
 use super::bump;
 use super::fabric::{call, copy_of, image_of, wins, FabricError};
-use crate::node::Node;
+use super::Context as Node;
 use bolide_cluster::fabric::{code, Channel, Fabric, ProxyFraming};
 use bolide_cluster::metadata::Item;
 use bolide_cluster::NodeId;

@@ -52,6 +52,7 @@ const NODE: &[Known] = &[
     known("client_connections_opened", "client_connections_opened_total", COUNTER, 1.0, "Client connections accepted."),
     known("client_connections_closed", "client_connections_closed_total", COUNTER, 1.0, "Client connections closed."),
     known("client_connections_refused", "client_connections_refused_total", COUNTER, 1.0, "Connections refused at proto-fd-max."),
+    known("tls_handshake_failures", "tls_handshake_failures_total", COUNTER, 1.0, "TLS handshakes that failed on a TLS listener (a plain client, a bad certificate, a timeout)."),
     known("info_requests", "info_requests_total", COUNTER, 1.0, "Info protocol requests answered."),
     known("admin_requests", "admin_requests_total", COUNTER, 1.0, "Admin (security) requests answered."),
     known("bad_frames", "bad_frames_total", COUNTER, 1.0, "Connections closed for a malformed frame."),
