@@ -336,6 +336,29 @@ impl SecondaryIndex {
 }
 
 #[cfg(test)]
+impl SecondaryIndex {
+    /// Every entry, shard by shard, after checking each shard's
+    /// invariants and that the counts kept beside them agree.
+    pub(crate) fn checked_entries(&self) -> Vec<Entry> {
+        let mut all = Vec::new();
+        let mut bytes = 0;
+        for (shard, set) in self.shards.iter().enumerate() {
+            let set = set.read();
+            set.check();
+            bytes += set.bytes();
+            for entry in set.iter() {
+                assert_eq!(shard_of(usize::from(entry.partition())), shard);
+                all.push(*entry);
+            }
+        }
+        assert_eq!(all.len() as u64, self.entries());
+        assert_eq!(bytes as i64, self.bytes.load(Relaxed));
+        all.sort_unstable();
+        all
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::super::definition::{Collection, KeyType};
     use super::*;

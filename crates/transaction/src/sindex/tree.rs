@@ -282,9 +282,9 @@ impl EntrySet {
         self.leaves.values().flatten()
     }
 
-    /// Leaves and their sizes (for tests of the invariants).
+    /// Checks the leaves' invariants and the set's counts (for tests).
     #[cfg(test)]
-    fn check(&self) {
+    pub(crate) fn check(&self) {
         let mut count = 0;
         let mut capacity = 0;
         let mut last: Option<Entry> = None;
