@@ -8,7 +8,7 @@
 //! records come from and in which order, and adds a BVAL field to each
 //! record, which the clients keep as their resume point.
 //!
-//! The index keeps its entries in [`SHARDS`] ordered sets of 128
+//! The index keeps its entries in [`SHARDS`] ordered sets of 512
 //! consecutive partitions each. A query walks each shard that holds a
 //! partition it reads, once per bval range, a window of at most
 //! [`WINDOW_ENTRIES`] matching entries at a time, keeping the entries of
@@ -744,7 +744,7 @@ mod tests {
     #[test]
     fn a_shard_larger_than_a_window_is_walked_in_windows_and_no_record_comes_twice() {
         let index = index();
-        // 40,000 entries in the first shard's 128 partitions, bvals 0..1000.
+        // 40,000 entries in the first shard's partitions, bvals 0..1000.
         let count = 40_000u32;
         for n in 0..count {
             let pid = (n % PARTITIONS_PER_SHARD as u32) as u16;

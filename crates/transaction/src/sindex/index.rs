@@ -25,9 +25,11 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Ordered sets per index. A query descends each once per bval range; a
-/// write locks the one of its partition. 32 keeps an equality query at
-/// 32 descents and the lock of a shard shared by 128 partitions.
-pub const SHARDS: usize = 32;
+/// write locks the one of its partition. 8 keeps an equality query at 8
+/// descents (each is mostly cache misses, and a profile of equality
+/// queries put most of their index time there with 32 shards) and the
+/// lock of a shard shared by 512 partitions.
+pub const SHARDS: usize = 8;
 /// Consecutive partitions per shard.
 pub const PARTITIONS_PER_SHARD: usize = PARTITION_COUNT / SHARDS;
 const _: () = assert!(PARTITIONS_PER_SHARD * SHARDS == PARTITION_COUNT);
