@@ -540,7 +540,7 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
             for key in &args[first..] {
                 sets.push(read(db, key, set_mut)?.unwrap_or_default());
             }
-            let result: BTreeSet<Vec<u8>> = match &name[..6] {
+            let result: BTreeSet<Vec<u8>> = match name.trim_end_matches("store") {
                 "sinter" => {
                     let mut iter = sets.iter();
                     let start = iter.next().cloned().unwrap_or_default();

@@ -89,7 +89,22 @@ async fn run(context: &Context, shared: Arc<Shared>, stream: tokio::net::TcpStre
             scratch: &mut scratch,
             replicating: Vec::new(),
         };
-        let (used, step) = session.feed(&input, &mut output, &mut backend);
+        // A bug in a command must not take the event loop down: the
+        // client gets an error and the connection closes.
+        let fed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            session.feed(&input, &mut output, &mut backend)
+        }));
+        let (used, step) = match fed {
+            Ok(fed) => fed,
+            Err(_) => {
+                tracing::error!(
+                    ?peer,
+                    "redis: a command failed unexpectedly; closing the connection"
+                );
+                output.extend_from_slice(b"-ERR internal error\r\n");
+                (0, Step::Close)
+            }
+        };
         let replicating = std::mem::take(&mut backend.replicating);
         input.drain(..used);
         for remote in replicating {
