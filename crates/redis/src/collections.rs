@@ -517,6 +517,11 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
                             out.bulk(member);
                         }
                     } else {
+                        // Repeats allowed: bounded, so a huge count cannot
+                        // make an endless reply.
+                        if count < -(1 << 24) {
+                            return err("ERR value is out of range");
+                        }
                         let take = count.unsigned_abs() as usize;
                         if set.is_empty() {
                             out.array(0);

@@ -21,5 +21,8 @@ pub mod session;
 pub mod table;
 pub mod value;
 
+#[cfg(test)]
+mod tests;
+
 pub use keyspace::Records;
 pub use session::{Session, Shared, Step};
