@@ -618,3 +618,52 @@ def test_redis_benchmark_default_tests_run_without_errors(server, r, resp3):
                  "RPOP", "SADD", "HSET", "SPOP", "ZADD", "ZPOPMIN", "MSET (10 keys)"]:
         assert name in tests, out.stdout
     assert "error" not in (out.stdout + out.stderr).lower()
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
+def test_hyperloglog_matches_redis(server, r, tmp_path):
+    """PFADD/PFCOUNT agree with a real redis-server, and an HLL string
+    copied from Redis (sparse) or to Redis (dense) keeps its count."""
+    (port,) = free_ports(1)
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        real = redis.Redis(port=port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                real.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        for n in (3, 1000, 20000):
+            elements = [f"item:{i}" for i in range(n)]
+            for client in (r, real):
+                client.delete(f"hll{n}")
+                for start in range(0, n, 1000):
+                    client.pfadd(f"hll{n}", *elements[start:start + 1000])
+            assert r.pfcount(f"hll{n}") == real.pfcount(f"hll{n}")
+        assert r.pfadd("hll3", "item:0") == 0 and r.pfadd("hll3", "new") == 1
+        r.pfmerge("merged", "hll1000", "hll20000")
+        real.pfmerge("merged", "hll1000", "hll20000")
+        assert r.pfcount("merged") == real.pfcount("merged")
+        assert r.pfcount("hll1000", "hll20000") == real.pfcount("hll1000", "hll20000")
+        # Redis's sparse string read here; Bolide's dense string read there.
+        r.set("copied", real.get("hll1000"))
+        assert r.pfcount("copied") == real.pfcount("hll1000")
+        real.set("back", r.get("hll20000"))
+        assert real.pfcount("back") == r.pfcount("hll20000")
+        r.set("plain", "not an hll")
+        with pytest.raises(redis.ResponseError,
+                           match="Key is not a valid HyperLogLog string value."):
+            r.pfadd("plain", "x")
+        assert r.type("hll3") == b"string"
+        real.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

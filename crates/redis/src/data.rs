@@ -705,6 +705,57 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
             })?;
             out.int(length as i64);
         }
+        "pfadd" => {
+            let changed = db.update(&args[1], |slot| {
+                let created = slot.is_none();
+                let mut registers = match string_of(slot)? {
+                    Some(bytes) => crate::hll::registers(bytes)
+                        .ok_or_else(|| crate::hll::INVALID.to_owned())?,
+                    None => crate::hll::empty(),
+                };
+                let mut changed = created;
+                for element in &args[2..] {
+                    changed |= crate::hll::add(&mut registers, element);
+                }
+                if changed {
+                    let expiry_ms = slot.as_ref().and_then(|e| e.expiry_ms);
+                    *slot = Some(Entry {
+                        value: Value::Str(crate::hll::encode(&registers)),
+                        expiry_ms,
+                    });
+                }
+                Ok((changed, changed))
+            })?;
+            out.int(i64::from(changed));
+        }
+        "pfcount" | "pfmerge" => {
+            let sources = &args[1..];
+            let mut union = crate::hll::empty();
+            for key in sources {
+                let entry = db.get(key)?;
+                if let Some(bytes) = string_of(&entry)? {
+                    let registers = crate::hll::registers(bytes)
+                        .ok_or_else(|| crate::hll::INVALID.to_owned())?;
+                    for (u, r) in union.iter_mut().zip(registers) {
+                        *u = (*u).max(r);
+                    }
+                }
+            }
+            if name == "pfcount" {
+                out.int(crate::hll::count(&union) as i64);
+            } else {
+                db.update(&args[1], |slot| {
+                    string_of(slot)?;
+                    let expiry_ms = slot.as_ref().and_then(|e| e.expiry_ms);
+                    *slot = Some(Entry {
+                        value: Value::Str(crate::hll::encode(&union)),
+                        expiry_ms,
+                    });
+                    Ok(((), true))
+                })?;
+                out.ok();
+            }
+        }
         _ => return crate::collections::run(name, args, out, db, blocking),
     }
     Ok(Ran::Done)

@@ -15,6 +15,7 @@
 
 mod collections;
 mod data;
+pub mod hll;
 pub mod keyspace;
 pub mod resp;
 pub mod session;

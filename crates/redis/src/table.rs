@@ -128,6 +128,18 @@ pub static COMMANDS: &[Spec] = &[
     spec!("bitcount", -2, RS, 1, 1, 1, "bitmap"),
     spec!("bitpos", -3, RS, 1, 1, 1, "bitmap"),
     spec!("bitop", -4, &["write", "denyoom"], 2, -1, 1, "bitmap"),
+    // HyperLogLog.
+    spec!("pfadd", -2, W, 1, 1, 1, "hyperloglog"),
+    spec!("pfcount", -2, RS, 1, -1, 1, "hyperloglog"),
+    spec!(
+        "pfmerge",
+        -2,
+        &["write", "denyoom"],
+        1,
+        -1,
+        1,
+        "hyperloglog"
+    ),
     // Hashes.
     spec!("hset", -4, W, 1, 1, 1, "hash"),
     spec!("hmset", -4, W, 1, 1, 1, "hash"),
