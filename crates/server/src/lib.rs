@@ -251,11 +251,18 @@ async fn accept(
             tokio::net::TcpListener::from_std(redis_listener).map_err(|error| error.to_string())?;
         tracing::info!(%address, "listening (redis)");
         let loops = loops.clone();
+        let counters = Arc::clone(&node.counters);
+        let limit = node.config.proto_fd_max as u64;
         tokio::spawn(async move {
             let mut next = 0usize;
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
+                        // Redis clients count against proto-fd-max too.
+                        if counters.open_connections() >= limit {
+                            counters.connections_refused.fetch_add(1, Relaxed);
+                            continue;
+                        }
                         let Ok(stream) = stream.into_std() else {
                             continue;
                         };

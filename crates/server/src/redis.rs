@@ -13,9 +13,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 const READ_BYTES: usize = 16 * 1024;
-/// The most a connection may buffer of requests not yet answered: one
-/// largest bulk string and some.
-const INPUT_BYTES_MAX: usize = bolide_redis::resp::BULK_BYTES_MAX + (1 << 20);
+/// The most a connection may buffer of requests not yet answered; a
+/// client that sends more without reading is disconnected. (A record
+/// holds at most the namespace's max-record-size, 8 MiB at most, so no
+/// useful request is larger.)
+const INPUT_BYTES_MAX: usize = 64 << 20;
 
 /// Runs a connection's requests through the transaction layer.
 struct Backend<'c> {
