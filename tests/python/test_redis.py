@@ -667,3 +667,44 @@ def test_hyperloglog_matches_redis(server, r, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+CONFIG_TEMPLATE = """service {{
+    cluster-name redis-config
+}}
+network {{
+    service {{
+        address 127.0.0.1
+        port {port}
+    }}
+    info {{
+        port {info_port}
+    }}
+    redis {{
+        %s
+    }}
+}}
+namespace test {{
+    replication-factor 1
+    storage-engine memory {{
+        data-size 64M
+    }}
+}}
+"""
+
+
+def test_config_errors_name_the_directive():
+    from bolide_server import run_config_check
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        rc, err, out = run_config_check(CONFIG_TEMPLATE % f"port {port}")
+        assert rc not in (0, None)
+        assert f"network redis: cannot listen on 127.0.0.1:{port}" in err + out
+    rc, err, out = run_config_check(CONFIG_TEMPLATE % "prot 1")
+    assert rc not in (0, None)
+    assert "line 13" in err + out and "unknown directive in network redis context" in err + out
+    rc, err, out = run_config_check(CONFIG_TEMPLATE % "namespace nosuch")
+    assert rc not in (0, None) and "no namespace nosuch is configured" in err + out
