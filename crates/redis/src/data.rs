@@ -182,14 +182,11 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
             let amount = parse_i64(&args[2])?;
             let unit = if name == "setex" { 1000 } else { 1 };
             let expiry = relative_expiry(amount, unit, name)?;
-            let value = args[3].clone();
-            db.update(&args[1], |slot| {
-                *slot = Some(Entry {
-                    value: Value::Str(value.clone()),
-                    expiry_ms: Some(expiry),
-                });
-                Ok(((), true))
-            })?;
+            let entry = Entry {
+                value: Value::Str(args[3].clone()),
+                expiry_ms: Some(expiry),
+            };
+            db.put(&args[1], Some(&entry))?;
             out.ok();
         }
         "mget" => {
@@ -219,14 +216,11 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
                 }
             }
             for pair in args[1..].chunks(2) {
-                let value = pair[1].clone();
-                db.update(&pair[0], |slot| {
-                    *slot = Some(Entry {
-                        value: Value::Str(value.clone()),
-                        expiry_ms: None,
-                    });
-                    Ok(((), true))
-                })?;
+                let entry = Entry {
+                    value: Value::Str(pair[1].clone()),
+                    expiry_ms: None,
+                };
+                db.put(&pair[0], Some(&entry))?;
             }
             if name == "mset" {
                 out.ok();
@@ -864,6 +858,18 @@ fn set(args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()> {
         at += 1;
     }
     let value = args[2].clone();
+    if !nx && !xx && !get && !keep_ttl {
+        // A plain SET replaces whatever the key holds: one write.
+        db.put(
+            &args[1],
+            Some(&Entry {
+                value: Value::Str(value),
+                expiry_ms: expiry,
+            }),
+        )?;
+        out.ok();
+        return Ok(());
+    }
     let (old, written) = db.update(&args[1], |slot| {
         let old = if get { string_of(slot)?.cloned() } else { None };
         let blocked = (nx && slot.is_some()) || (xx && slot.is_none());

@@ -63,6 +63,17 @@ pub fn digest(set: &[u8], key: &[u8]) -> Digest {
     Digest(out)
 }
 
+/// What a write expects of the record it replaces.
+#[derive(Clone, Copy)]
+enum Guard {
+    /// Nothing: it replaces whatever is there.
+    Any,
+    /// No record.
+    Absent,
+    /// The record at this generation.
+    Generation(u16),
+}
+
 /// A Redis database on a namespace.
 pub struct Db<'r> {
     pub records: &'r mut dyn Records,
@@ -159,17 +170,33 @@ impl Db<'_> {
         generation: Option<u16>,
         entry: Option<&Entry>,
     ) -> Result<bool, String> {
+        let guard = match generation {
+            Some(generation) => Guard::Generation(generation),
+            None => Guard::Absent,
+        };
+        self.write(key, guard, entry)
+    }
+
+    /// Writes (or with None deletes) a key whatever it holds: one request,
+    /// no read (a plain SET).
+    pub fn put(&mut self, key: &[u8], entry: Option<&Entry>) -> Result<(), String> {
+        self.write(key, Guard::Any, entry).map(|_| ())
+    }
+
+    fn write(&mut self, key: &[u8], guard: Guard, entry: Option<&Entry>) -> Result<bool, String> {
         let entry = entry.filter(|entry| {
             !entry.value.is_empty_collection() && entry.expiry_ms.is_none_or(|at| at > now_ms())
         });
         let Some(entry) = entry else {
-            let Some(generation) = generation else {
-                return Ok(true);
+            let generation = match guard {
+                Guard::Absent => return Ok(true),
+                Guard::Any => None,
+                Guard::Generation(generation) => Some(generation),
             };
             let policy = Policy {
                 delete: true,
-                generation_equal: true,
-                generation: u32::from(generation),
+                generation_equal: generation.is_some(),
+                generation: generation.map_or(0, u32::from),
                 ..Policy::default()
             };
             let request = request(self.namespace, &self.set, key, Action::Write, policy, &[]);
@@ -209,16 +236,21 @@ impl Db<'_> {
             None => u32::MAX,
         };
         loop {
-            let policy = match generation {
-                Some(generation) => Policy {
+            let policy = match guard {
+                Guard::Generation(generation) => Policy {
                     create_or_replace: true,
                     generation_equal: true,
                     generation: u32::from(generation),
                     ttl,
                     ..Policy::default()
                 },
-                None => Policy {
+                Guard::Absent => Policy {
                     create_only: true,
+                    ttl,
+                    ..Policy::default()
+                },
+                Guard::Any => Policy {
+                    create_or_replace: true,
                     ttl,
                     ..Policy::default()
                 },
