@@ -708,3 +708,48 @@ def test_config_errors_name_the_directive():
     assert "line 13" in err + out and "unknown directive in network redis context" in err + out
     rc, err, out = run_config_check(CONFIG_TEMPLATE % "namespace nosuch")
     assert rc not in (0, None) and "no namespace nosuch is configured" in err + out
+
+
+def test_publish_subscribe(server, r):
+    subscriber = redis.Redis(port=server.redis_port)
+    pubsub = subscriber.pubsub()
+    try:
+        pubsub.subscribe("news")
+        pubsub.psubscribe("user.*")
+        assert pubsub.get_message(timeout=2)["type"] == "subscribe"
+        assert pubsub.get_message(timeout=2)["type"] == "psubscribe"
+        assert r.publish("news", "hello") == 1
+        assert r.publish("user.42", "hi") == 1
+        assert r.publish("nobody", "x") == 0
+        message = pubsub.get_message(timeout=2)
+        assert (message["type"], message["channel"], message["data"]) == ("message", b"news", b"hello")
+        message = pubsub.get_message(timeout=2)
+        assert (message["type"], message["pattern"], message["channel"], message["data"]) == (
+            "pmessage", b"user.*", b"user.42", b"hi")
+        assert r.pubsub_channels() == [b"news"]
+        assert r.pubsub_numsub("news", "none") == [(b"news", 1), (b"none", 0)]
+        assert r.pubsub_numpat() == 1
+    finally:
+        pubsub.close()
+        subscriber.close()
+    with socket.create_connection(("127.0.0.1", server.redis_port), timeout=5) as s:
+        exchange(s, cmd("SUBSCRIBE", "a", "b"),
+                 b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n")
+        exchange(s, cmd("GET", "k"),
+                 b"-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT"
+                 b" / RESET are allowed in this context\r\n")
+        exchange(s, cmd("PING"), b"*2\r\n$4\r\npong\r\n$0\r\n\r\n")
+        assert r.publish("b", "payload") == 1
+        exchange(s, b"", b"*3\r\n$7\r\nmessage\r\n$1\r\nb\r\n$7\r\npayload\r\n")
+        exchange(s, cmd("UNSUBSCRIBE"),
+                 b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n")
+        exchange(s, cmd("UNSUBSCRIBE"), b"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n")
+    with socket.create_connection(("127.0.0.1", server.redis_port), timeout=5) as s:
+        s.sendall(cmd("HELLO", "3"))
+        data = b""
+        while not data.endswith(b"$7\r\nmodules\r\n*0\r\n"):
+            data += s.recv(4096)
+        exchange(s, cmd("SUBSCRIBE", "c"), b">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n")
+        exchange(s, cmd("SET", "k", "v"), b"+OK\r\n")  # RESP3 subscribers run any command
+        assert r.publish("c", "x") == 1
+        exchange(s, b"", b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n")

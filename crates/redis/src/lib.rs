@@ -17,6 +17,7 @@ mod collections;
 mod data;
 pub mod hll;
 pub mod keyspace;
+pub mod pubsub;
 pub mod resp;
 pub mod session;
 pub mod table;

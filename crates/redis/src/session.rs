@@ -34,6 +34,8 @@ pub struct Shared {
     /// interleaves with a running transaction.
     exec: RwLock<()>,
     run_id: String,
+    /// Publish/subscribe on this node.
+    pub hub: crate::pubsub::Hub,
 }
 
 impl Shared {
@@ -81,6 +83,7 @@ impl Shared {
             commands_processed: AtomicU64::new(0),
             exec: RwLock::new(()),
             run_id: run_id[run_id.len() - 40..].to_owned(),
+            hub: crate::pubsub::Hub::default(),
         }
     }
 }
@@ -133,6 +136,11 @@ pub struct Session {
     watched: Vec<Watched>,
     /// The deadline of the blocking command being retried.
     block_deadline: Option<Option<Instant>>,
+    /// Where published messages for this connection wait (None: the
+    /// connection cannot be woken, so it may not subscribe).
+    mailbox: Option<Arc<crate::pubsub::Mailbox>>,
+    channels: std::collections::BTreeSet<Vec<u8>>,
+    patterns: std::collections::BTreeSet<Vec<u8>>,
 }
 
 const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
@@ -159,9 +167,44 @@ impl Session {
             multi_failed: false,
             watched: Vec::new(),
             block_deadline: None,
+            mailbox: None,
+            channels: Default::default(),
+            patterns: Default::default(),
         };
         session.register();
         session
+    }
+
+    /// Lets the connection receive published messages: `wake` is called
+    /// when one arrives, and [`Session::drain_messages`] takes them.
+    pub fn set_wake(&mut self, wake: Arc<dyn crate::pubsub::Wake>) {
+        self.mailbox = Some(Arc::new(crate::pubsub::Mailbox::new(wake)));
+    }
+
+    /// Moves published messages into `out`; false if the connection fell
+    /// too far behind and must be closed.
+    pub fn drain_messages(&self, out: &mut Vec<u8>) -> bool {
+        self.mailbox
+            .as_ref()
+            .is_none_or(|mailbox| mailbox.drain(out))
+    }
+
+    /// Whether the connection has subscriptions (and waits for messages).
+    pub fn is_subscribed(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
+
+    fn subscriptions(&self) -> i64 {
+        (self.channels.len() + self.patterns.len()) as i64
+    }
+
+    fn unsubscribe_all(&mut self) {
+        for channel in std::mem::take(&mut self.channels) {
+            self.shared.hub.unsubscribe(false, &channel, self.id);
+        }
+        for pattern in std::mem::take(&mut self.patterns) {
+            self.shared.hub.unsubscribe(true, &pattern, self.id);
+        }
     }
 
     fn register(&self) {
@@ -270,6 +313,26 @@ impl Session {
             ));
             return Flow::Done;
         }
+        if !self.resp3
+            && self.is_subscribed()
+            && !matches!(
+                spec.name,
+                "subscribe"
+                    | "unsubscribe"
+                    | "psubscribe"
+                    | "punsubscribe"
+                    | "ping"
+                    | "quit"
+                    | "reset"
+            )
+        {
+            out.error(&format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
+                 RESET are allowed in this context",
+                spec.name
+            ));
+            return Flow::Done;
+        }
         if self.multi.is_some()
             && !matches!(
                 spec.name,
@@ -309,6 +372,99 @@ impl Session {
     ) -> Flow {
         let result = match spec.name {
             "exec" => return Flow::Done,
+            "ping" if !self.resp3 && self.is_subscribed() => {
+                out.array(2);
+                out.bulk(b"pong");
+                out.bulk(args.get(1).map_or(b"".as_slice(), |m| m.as_slice()));
+                Ok(())
+            }
+            "subscribe" | "psubscribe" => {
+                let pattern = spec.name == "psubscribe";
+                let Some(mailbox) = self.mailbox.clone() else {
+                    return {
+                        out.error("ERR this connection cannot subscribe");
+                        Flow::Done
+                    };
+                };
+                for name in &args[1..] {
+                    let set = if pattern {
+                        &mut self.patterns
+                    } else {
+                        &mut self.channels
+                    };
+                    if set.insert(name.clone()) {
+                        self.shared.hub.subscribe(pattern, name, self.id, &mailbox);
+                    }
+                    out.push(3);
+                    out.bulk(spec.name.as_bytes());
+                    out.bulk(name);
+                    out.int(self.subscriptions());
+                }
+                Ok(())
+            }
+            "unsubscribe" | "punsubscribe" => {
+                let pattern = spec.name == "punsubscribe";
+                let names: Vec<Vec<u8>> = if args.len() > 1 {
+                    args[1..].to_vec()
+                } else if pattern {
+                    self.patterns.iter().cloned().collect()
+                } else {
+                    self.channels.iter().cloned().collect()
+                };
+                if names.is_empty() {
+                    out.push(3);
+                    out.bulk(spec.name.as_bytes());
+                    out.null();
+                    out.int(self.subscriptions());
+                }
+                for name in names {
+                    let set = if pattern {
+                        &mut self.patterns
+                    } else {
+                        &mut self.channels
+                    };
+                    set.remove(&name);
+                    self.shared.hub.unsubscribe(pattern, &name, self.id);
+                    out.push(3);
+                    out.bulk(spec.name.as_bytes());
+                    out.bulk(&name);
+                    out.int(self.subscriptions());
+                }
+                Ok(())
+            }
+            "publish" => {
+                out.int(self.shared.hub.publish(&args[1], &args[2]) as i64);
+                Ok(())
+            }
+            "pubsub" => {
+                let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+                match sub.as_str() {
+                    "channels" => {
+                        let names = self.shared.hub.channels(args.get(2).map(|p| p.as_slice()));
+                        out.array(names.len());
+                        for name in names {
+                            out.bulk(&name);
+                        }
+                        Ok(())
+                    }
+                    "numsub" => {
+                        out.map(args.len() - 2);
+                        for name in &args[2..] {
+                            out.bulk(name);
+                            out.int(self.shared.hub.subscribers(name) as i64);
+                        }
+                        Ok(())
+                    }
+                    "numpat" => {
+                        out.int(self.shared.hub.pattern_count() as i64);
+                        Ok(())
+                    }
+                    _ => Err(format!(
+                        "ERR unknown subcommand '{}'. Try PUBSUB HELP.",
+                        truncate(&String::from_utf8_lossy(&args[1]))
+                    )),
+                }
+            }
             "ping" => {
                 match args.get(1) {
                     Some(message) if args.len() == 2 => out.bulk(message),
@@ -326,6 +482,7 @@ impl Session {
                 return Flow::Close;
             }
             "reset" => {
+                self.unsubscribe_all();
                 self.multi = None;
                 self.multi_failed = false;
                 self.watched.clear();
@@ -583,6 +740,9 @@ impl Session {
         }
         self.resp3 = resp3;
         out.resp3 = resp3;
+        if let Some(mailbox) = &self.mailbox {
+            mailbox.set_resp3(resp3);
+        }
         if let Some(name) = name {
             self.name = name;
         }
@@ -856,6 +1016,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.unsubscribe_all();
         self.shared.clients.lock().remove(&self.id);
     }
 }

@@ -66,6 +66,61 @@ pub static COMMANDS: &[Spec] = &[
     spec!("readonly", 1, C, 0, 0, 0, "connection"),
     spec!("readwrite", 1, C, 0, 0, 0, "connection"),
     spec!("asking", 1, C, 0, 0, 0, "connection"),
+    // Publish/subscribe.
+    spec!(
+        "subscribe",
+        -2,
+        &["pubsub", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        "pubsub"
+    ),
+    spec!(
+        "unsubscribe",
+        -1,
+        &["pubsub", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        "pubsub"
+    ),
+    spec!(
+        "psubscribe",
+        -2,
+        &["pubsub", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        "pubsub"
+    ),
+    spec!(
+        "punsubscribe",
+        -1,
+        &["pubsub", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        "pubsub"
+    ),
+    spec!(
+        "publish",
+        3,
+        &["pubsub", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+        "pubsub"
+    ),
+    spec!(
+        "pubsub",
+        -2,
+        &["pubsub", "loading", "stale"],
+        0,
+        0,
+        0,
+        "pubsub"
+    ),
     // Transactions.
     spec!("multi", 1, C, 0, 0, 0, "transaction"),
     spec!(

@@ -19,6 +19,15 @@ const READ_BYTES: usize = 16 * 1024;
 /// useful request is larger.)
 const INPUT_BYTES_MAX: usize = 64 << 20;
 
+/// Wakes a subscribed connection when a message is published to it.
+struct Waker(tokio::sync::Notify);
+
+impl bolide_redis::pubsub::Wake for Waker {
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
 /// Runs a connection's requests through the transaction layer.
 struct Backend<'c> {
     context: &'c Context,
@@ -79,6 +88,8 @@ async fn run(context: &Context, shared: Arc<Shared>, stream: tokio::net::TcpStre
     let show =
         |address: Option<std::net::SocketAddr>| address.map_or(String::new(), |a| a.to_string());
     let mut session = Session::new(shared, show(peer), show(local));
+    let waker = Arc::new(Waker(tokio::sync::Notify::new()));
+    session.set_wake(Arc::clone(&waker) as Arc<dyn bolide_redis::pubsub::Wake>);
     let mut connection = Connection::plain(stream);
     let caller = Caller::client(peer);
     let mut scratch = Scratch::default();
@@ -108,6 +119,9 @@ async fn run(context: &Context, shared: Arc<Shared>, stream: tokio::net::TcpStre
             }
         };
         let replicating = std::mem::take(&mut backend.replicating);
+        if !session.drain_messages(&mut output) {
+            return;
+        }
         input.drain(..used);
         for remote in replicating {
             let _ = context.remote.complete(remote).await;
@@ -127,6 +141,17 @@ async fn run(context: &Context, shared: Arc<Shared>, stream: tokio::net::TcpStre
             }
         }
         match step {
+            Step::Read if session.is_subscribed() => {
+                // A subscriber also wakes for published messages.
+                tokio::select! {
+                    more = read_more(&mut connection, &mut input) => {
+                        if !more {
+                            return;
+                        }
+                    }
+                    () = waker.0.notified() => {}
+                }
+            }
             Step::Read => {
                 if !read_more(&mut connection, &mut input).await {
                     return;
