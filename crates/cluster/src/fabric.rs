@@ -65,6 +65,9 @@ pub enum Fabric<'a> {
         id: u64,
         namespace: &'a str,
         cluster_key: u64,
+        /// The partition's regime the write was made under (0 in AP
+        /// namespaces; strong consistency checks it).
+        regime: u32,
         image: Image<'a>,
     },
     /// Answers a replica write, a migration step or a fetch with a code.
@@ -154,11 +157,13 @@ impl Fabric<'_> {
                 id,
                 namespace,
                 cluster_key,
+                regime,
                 image,
             } => codec::write_frame(out, kind::REPLICA_WRITE, |w| {
                 w.u64(*id);
                 w.str(namespace);
                 w.u64(*cluster_key);
+                w.u32(*regime);
                 write_image(w, image);
             }),
             Fabric::Ack { id, code } => codec::write_frame(out, kind::ACK, |w| {
@@ -259,6 +264,7 @@ impl Fabric<'_> {
                 id: r.u64()?,
                 namespace: read_namespace(&mut r)?,
                 cluster_key: r.u64()?,
+                regime: r.u32()?,
                 image: read_image(&mut r)?,
             },
             kind::ACK => Fabric::Ack {
@@ -432,6 +438,7 @@ mod tests {
                 id: 1,
                 namespace: "test",
                 cluster_key: 0x55,
+                regime: 0,
                 image: image(Some(b"bytes")),
             },
             Fabric::Ack {

@@ -438,6 +438,7 @@ fn handle_request(
             id,
             namespace,
             cluster_key,
+            regime: _,
             image,
         } => {
             bump(&node.cluster.counters.replica_writes_received);

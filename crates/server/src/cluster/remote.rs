@@ -398,6 +398,7 @@ async fn send_copies(
                     id,
                     namespace: name,
                     cluster_key: key,
+                    regime: 0,
                     image,
                 }
                 .encode(out)
