@@ -23,7 +23,7 @@ pub enum EmigrationKind {
 
 /// A migration this node must start: send partition `pid` of namespace
 /// `namespace` (index) to `to`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Emigration {
     pub namespace: usize,
     pub pid: u16,

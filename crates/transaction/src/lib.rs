@@ -32,7 +32,8 @@ pub mod udf;
 mod write;
 
 pub use batch::{BatchJob, RemoteRunner};
-pub use cluster::{Cluster, GateGuard, Remote, Replication, Request, Standalone};
+pub use bolide_cluster::routing::GateGuard;
+pub use cluster::{Cluster, Need, Remote, Replication, Request, Standalone};
 pub use scan::ScanJob;
 
 /// The node's services above the store: secondary indexes and UDF
@@ -70,6 +71,7 @@ pub fn services(namespace: &Namespace) -> Option<&Services> {
     namespace.attached::<Services>()
 }
 
+use bolide_cluster::datapath::{self, Decision, Nodes, OwnedImage};
 use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
 use bolide_types::{Digest, ResultCode, DIGEST_BYTES};
 use bolide_wire::message::MsgHeader;
@@ -139,6 +141,10 @@ pub trait StreamJob: Send {
 }
 
 /// What `execute` did with a request.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a replicated write's work moves once into its task; boxing it would allocate per write"
+)]
 pub enum Outcome {
     /// The whole response is in `out`.
     Answered,
@@ -273,7 +279,7 @@ fn execute_record(
     ) {
         Ok(None) => ResultCode::Ok,
         Ok(Some(remote)) => {
-            if let Remote::Replicate(_) = remote {
+            if let Need::Replicate(_) = remote.need {
                 count(namespace, kind, ResultCode::Ok);
             }
             return Some(remote);
@@ -323,48 +329,37 @@ fn route(
     let header = &message.header;
     let pid = digest.partition_id().index();
     let route = cluster.route(index, pid);
-    if route.unavailable() {
-        return Err(ResultCode::Unavailable);
-    }
-    let request = || cluster::keep_request_bytes(keep(), framing, header.transaction_ttl);
     let is_write = header.info2 & info2::WRITE != 0 || fields.udf;
-    let proxy_to = |member: u8| -> Result<Option<Remote>, ResultCode> {
-        let to = cluster
-            .routing
-            .member(member)
-            .ok_or(ResultCode::Unavailable)?;
-        Ok(Some(Remote::Proxy {
-            to,
-            request: request(),
+    let remote = |need: Need| {
+        Ok(Some(Remote {
+            need,
+            request: cluster::keep_request_bytes(keep(), framing, header.transaction_ttl),
+            answer: Vec::new(),
         }))
     };
     // The partition's gate counts this write until its copies are in.
-    let mut guard = None;
-    if is_write {
-        if !route.writes_here() {
-            return proxy_to(route.master);
-        }
-        if route.gated() {
-            match GateGuard::enter(cluster.gates, index, pid) {
-                Some(entered) => guard = Some(entered),
-                // Handing off: the final master takes it.
-                None => return proxy_to(route.final_master),
-            }
-        }
-        if !cluster.routing.settled() {
-            return Ok(Some(Remote::Again { request: request() }));
-        }
-        if route.resolves_duplicates() && !cluster.resolved {
-            return Ok(Some(Remote::Resolve {
+    let guard = match datapath::decide(
+        cluster.routing,
+        cluster.gates,
+        &route,
+        index,
+        pid,
+        is_write,
+        cluster.resolved,
+    ) {
+        Decision::Unavailable => return Err(ResultCode::Unavailable),
+        Decision::Proxy(to) => return remote(Need::Proxy { to }),
+        Decision::Again => return remote(Need::Again),
+        Decision::Resolve => {
+            return remote(Need::Resolve {
                 namespace: index,
-                digest,
-                from: cluster.members_of(route.duplicates),
-                request: request(),
-            }));
+                digest: digest.0,
+                from: datapath::members_of(cluster.routing, route.duplicates),
+            })
         }
-    } else if !route.reads_here() {
-        return proxy_to(route.master);
-    }
+        Decision::Read => None,
+        Decision::Write(guard) => guard,
+    };
     let own_filter = fields
         .filter_expression
         .map(expression::parse)
@@ -387,23 +382,35 @@ fn route(
             return Ok(None);
         };
         let answer = out.split_off(start);
-        Ok(Some(Remote::Replicate(Replication {
-            namespace: index,
-            pid: pid as u16,
-            cluster_key: cluster.routing.cluster_key,
-            to: destinations
-                .iter()
-                .filter_map(|&member| cluster.routing.member(member))
-                .collect(),
-            copy,
+        // PERF: the image moves out of the copy; no allocation.
+        let image = OwnedImage {
+            digest: copy.digest.0,
+            generation: copy.generation,
+            last_update_ms: copy.last_update_ms,
+            void_time: copy.void_time,
+            set_name: copy.set_name,
+            record: copy.record,
+        };
+        Ok(Some(Remote {
+            need: Need::Replicate(Replication {
+                namespace: index,
+                pid: pid as u16,
+                cluster_key: cluster.routing.cluster_key,
+                regime: 0,
+                to: Nodes::of_members(cluster.routing, destinations),
+                image,
+                commit_master: framing == Framing::Message
+                    && (header.info3 & info3::COMMIT_MASTER != 0
+                        || namespace.config.write_commit_level_master),
+                guard,
+            }),
+            request: Request {
+                body: Vec::new(),
+                framing,
+                timeout_ms: header.transaction_ttl,
+            },
             answer,
-            framing,
-            commit_master: framing == Framing::Message
-                && (header.info3 & info3::COMMIT_MASTER != 0
-                    || namespace.config.write_commit_level_master),
-            timeout_ms: header.transaction_ttl,
-            guard,
-        })))
+        }))
     } else if header.info1 & info1::READ != 0 {
         read::execute(
             namespace,

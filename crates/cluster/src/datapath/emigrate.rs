@@ -2,9 +2,10 @@
 //! rebalance names, at background priority.
 //!
 //! 1. The cluster state machine asks for it (`Action::Emigrate`); it waits
-//!    in a queue for one of `workers` slots (`migrate-threads` × 4), then
-//!    for its map to be the one in force (the routing may lag the request
-//!    by a moment; after 2 s it is dropped).
+//!    in a queue for one of `workers` slots (`migrate-threads` × 4). If its
+//!    map is not the one in force, it waits (up to 2 s) only while the
+//!    routing is still the one it was queued under (the new map may be a
+//!    moment behind); a map that moved on drops it at once.
 //! 2. START: the receiver checks that it expects this partition from this
 //!    node under this map. Anything but OK is a failure (step 6).
 //! 3. A snapshot of the partition's records and tombstones goes out in
@@ -20,9 +21,12 @@
 //!    two nodes take writes at once.
 //! 5. DONE, acknowledged: reported to the cluster state machine
 //!    (`DataEvent::EmigrationDone`).
-//! 6. A failure (a refusal, no answer within 10 s, the drain not ending)
-//!    reopens the gate and starts again from START after 50 ms, doubling
-//!    to 1 s, while the map stays the same. A new map cancels it.
+//! 6. A failure (a refusal such as AGAIN from a receiver with enough
+//!    immigrations already, no answer within 10 s, the drain not ending)
+//!    reopens the gate and puts the emigration back at the end of the
+//!    queue, to start again from START no sooner than 50 ms later
+//!    (doubling to 1 s): its worker takes the next one meanwhile, as
+//!    Aerospike re-queues a refused emigration. A new map cancels it.
 
 use super::{Counter, Output, OwnedImage, RecordStore, Reply, Token, ROUTING_POLL_MS};
 use crate::fabric::{code, Channel, Fabric, Image};
@@ -67,8 +71,11 @@ pub struct EmigratorConfig {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
+    /// The routing lags: waiting for the emigration's map to be in force
+    /// while the routing's key is still `queued_under`.
     AwaitMap {
         until_ms: u64,
+        queued_under: u64,
     },
     Start {
         token: Token,
@@ -87,9 +94,6 @@ enum Stage {
     Done {
         token: Token,
         sent_ms: u64,
-    },
-    Backoff {
-        until_ms: u64,
     },
     /// Over (sent, cancelled or dropped): removed after this step.
     Finished,
@@ -120,12 +124,23 @@ struct Active {
     gate_closed: bool,
 }
 
+/// An emigration waiting for a worker.
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    emigration: Emigration,
+    /// Not to start before (a retry's pause).
+    not_before_ms: u64,
+    backoff_ms: u64,
+    /// The routing's key when it was queued.
+    queued_under: u64,
+}
+
 /// This node's emigrations: queued, and under way.
 #[derive(Debug)]
 pub struct Emigrator {
     config: EmigratorConfig,
     gates: Arc<Gates>,
-    queue: VecDeque<Emigration>,
+    queue: VecDeque<Queued>,
     active: Vec<Active>,
     next_token: Token,
     outputs: VecDeque<Output>,
@@ -150,7 +165,12 @@ impl Emigrator {
     /// `routing_key`: the key of the map in force now.
     pub fn add(&mut self, emigration: Emigration, now_ms: u64, routing_key: u64) {
         self.seen_ms = self.seen_ms.max(now_ms);
-        self.queue.push_back(emigration);
+        self.queue.push_back(Queued {
+            emigration,
+            not_before_ms: now_ms,
+            backoff_ms: BACKOFF_FIRST_MS,
+            queued_under: routing_key,
+        });
         self.fill(now_ms, routing_key);
     }
 
@@ -204,18 +224,28 @@ impl Emigrator {
     /// The latest time the driver must tick by (None: nothing to do).
     pub fn wake_at(&self) -> Option<u64> {
         let poll = self.seen_ms + ROUTING_POLL_MS;
-        self.active
+        let queued = if self.active.len() < self.config.workers {
+            self.queue.iter().map(|queued| queued.not_before_ms).min()
+        } else {
+            None
+        };
+        let active = self
+            .active
             .iter()
             .map(|a| match a.stage {
-                Stage::AwaitMap { until_ms } => until_ms.min(self.seen_ms + MAP_POLL_MS),
+                Stage::AwaitMap { until_ms, .. } => until_ms.min(self.seen_ms + MAP_POLL_MS),
                 Stage::Start { sent_ms, .. }
                 | Stage::Records { sent_ms, .. }
                 | Stage::Done { sent_ms, .. } => (sent_ms + STEP_TIMEOUT_MS).min(poll),
-                Stage::Pacing { until_ms } | Stage::Backoff { until_ms } => until_ms.min(poll),
+                Stage::Pacing { until_ms } => until_ms.min(poll),
                 Stage::Draining { until_ms } => until_ms.min(self.seen_ms + DRAIN_POLL_MS),
                 Stage::Finished => self.seen_ms,
             })
-            .min()
+            .min();
+        match (active, queued) {
+            (Some(a), Some(q)) => Some(a.min(q)),
+            (a, q) => a.or(q),
+        }
     }
 
     /// Encodes the step of call `token` with wire id `id`.
@@ -276,6 +306,25 @@ impl Emigrator {
         self.active.len()
     }
 
+    /// The emigrations under way, described (diagnostics).
+    pub fn describe(&self) -> Vec<String> {
+        self.active
+            .iter()
+            .map(|a| {
+                format!(
+                    "pid {} to {:x} {:?} {:?} frame {}..{} of {}",
+                    a.emigration.pid,
+                    a.emigration.to,
+                    a.emigration.kind,
+                    a.stage,
+                    a.next,
+                    a.frame_end,
+                    a.images.len()
+                )
+            })
+            .collect()
+    }
+
     /// Emigrations waiting for a slot.
     pub fn queued(&self) -> usize {
         self.queue.len()
@@ -286,10 +335,13 @@ impl Emigrator {
         let current = active.emigration.key == routing_key;
         match active.stage {
             Stage::Finished => {}
-            Stage::AwaitMap { until_ms } => {
+            Stage::AwaitMap {
+                until_ms,
+                queued_under,
+            } => {
                 if current {
                     self.send_step(index, now_ms, StepKind::Start);
-                } else if now_ms >= until_ms {
+                } else if now_ms >= until_ms || routing_key != queued_under {
                     self.active[index].stage = Stage::Finished;
                 }
             }
@@ -307,11 +359,6 @@ impl Emigrator {
                 }
             }
             Stage::Draining { .. } => self.check_drain(index, now_ms),
-            Stage::Backoff { until_ms } => {
-                if now_ms >= until_ms {
-                    self.send_step(index, now_ms, StepKind::Start);
-                }
-            }
         }
     }
 
@@ -323,19 +370,31 @@ impl Emigrator {
 
     fn fill(&mut self, now_ms: u64, routing_key: u64) {
         while self.active.len() < self.config.workers {
-            let Some(emigration) = self.queue.pop_front() else {
+            // Emigrations of a map the routing has left go at once.
+            self.queue.retain(|queued| {
+                queued.emigration.key == routing_key || queued.queued_under == routing_key
+            });
+            let Some(position) = self
+                .queue
+                .iter()
+                .position(|queued| queued.not_before_ms <= now_ms)
+            else {
                 break;
             };
-            let current = emigration.key == routing_key;
+            let Some(queued) = self.queue.remove(position) else {
+                break;
+            };
+            let current = queued.emigration.key == routing_key;
             self.active.push(Active {
-                emigration,
+                emigration: queued.emigration,
                 stage: Stage::AwaitMap {
                     until_ms: now_ms + MAP_WAIT_MS,
+                    queued_under: queued.queued_under,
                 },
                 images: Vec::new(),
                 next: 0,
                 frame_end: 0,
-                backoff_ms: BACKOFF_FIRST_MS,
+                backoff_ms: queued.backoff_ms,
                 gate_closed: false,
             });
             let index = self.active.len() - 1;
@@ -482,15 +541,19 @@ impl Emigrator {
             }));
     }
 
-    /// Starts again from START after a pause.
+    /// Back to the end of the queue, to start again from START after a
+    /// pause; the worker is free for the next one.
     fn fail(&mut self, index: usize, now_ms: u64) {
         self.reopen_gate(index);
         let active = &mut self.active[index];
         active.images = Vec::new();
-        active.stage = Stage::Backoff {
-            until_ms: now_ms + active.backoff_ms,
-        };
-        active.backoff_ms = (active.backoff_ms * 2).min(BACKOFF_MAX_MS);
+        active.stage = Stage::Finished;
+        self.queue.push_back(Queued {
+            emigration: active.emigration,
+            not_before_ms: now_ms + active.backoff_ms,
+            backoff_ms: (active.backoff_ms * 2).min(BACKOFF_MAX_MS),
+            queued_under: active.emigration.key,
+        });
     }
 
     /// A new map: this emigration is no longer wanted.
