@@ -1278,3 +1278,54 @@ fn emigrator_for_drop(gates: &Arc<Gates>) -> Emigrator {
     emigrator.add(emigration(PID, B, EmigrationKind::Fill), 0, KEY - 1);
     emigrator
 }
+
+#[test]
+fn a_refused_emigration_frees_its_worker_for_the_next() {
+    let gates = Arc::new(Gates::new(1));
+    let store = MemStore::default();
+    let mut emigrator = emigrator(1, 0, &gates);
+    emigrator.add(emigration(PID, B, EmigrationKind::Fill), 0, KEY);
+    emigrator.add(emigration(PID, C, EmigrationKind::Fill), 0, KEY);
+    assert_eq!(drain(&mut emigrator), [bulk(1, B)]);
+    // B has enough immigrations: C's goes first, B's waits 50 ms.
+    emigrator.reply(1, Reply::Answer(&ack(code::AGAIN)), 10, KEY, &store);
+    assert_eq!(drain(&mut emigrator), [bulk(2, C)]);
+    assert_eq!((emigrator.active(), emigrator.queued()), (1, 1));
+    emigrator.reply(2, Reply::Answer(&ack(code::OK)), 11, KEY, &store);
+    assert_eq!(drain(&mut emigrator), [bulk(3, C)]);
+    emigrator.reply(3, Reply::Answer(&ack(code::OK)), 12, KEY, &store);
+    assert_eq!(drain(&mut emigrator).len(), 2);
+    // The worker is free, but B's pause is not over.
+    assert_eq!(emigrator.wake_at(), Some(60));
+    emigrator.tick(59, KEY);
+    assert!(drain(&mut emigrator).is_empty());
+    emigrator.tick(60, KEY);
+    assert_eq!(drain(&mut emigrator), [bulk(4, B)]);
+}
+
+#[test]
+fn queued_emigrations_of_a_map_left_behind_are_dropped_at_once() {
+    let gates = Arc::new(Gates::new(1));
+    let store = MemStore::default();
+    let mut emigrator = emigrator(1, 0, &gates);
+    for to in [B, C, D, E] {
+        emigrator.add(emigration(PID, to, EmigrationKind::Fill), 0, KEY);
+    }
+    assert_eq!(drain(&mut emigrator), [bulk(1, B)]);
+    assert_eq!(emigrator.queued(), 3);
+    // A new map: the one under way is cancelled and the queue emptied; a
+    // new emigration of the new map starts at once.
+    emigrator.tick(5, KEY + 1);
+    assert_eq!((emigrator.active(), emigrator.queued()), (0, 0));
+    emigrator.add(
+        Emigration {
+            key: KEY + 1,
+            ..emigration(PID, F, EmigrationKind::Fill)
+        },
+        6,
+        KEY + 1,
+    );
+    assert_eq!(drain(&mut emigrator), [bulk(2, F)]);
+    emigrator.reply(1, Reply::Answer(&ack(code::OK)), 7, KEY + 1, &store);
+    assert!(drain(&mut emigrator).is_empty());
+}
