@@ -21,19 +21,24 @@
 //!    two nodes take writes at once.
 //! 5. DONE, acknowledged: reported to the cluster state machine
 //!    (`DataEvent::EmigrationDone`).
-//! 6. A failure (a refusal such as AGAIN from a receiver with enough
-//!    immigrations already, no answer within 10 s, the drain not ending)
-//!    reopens the gate and puts the emigration back at the end of the
-//!    queue, to start again from START no sooner than 50 ms later
-//!    (doubling to 1 s): its worker takes the next one meanwhile, as
-//!    Aerospike re-queues a refused emigration. A new map cancels it.
+//! 6. AGAIN to START (the receiver has enough immigrations, or its map is
+//!    not in force yet) is no failure: the emigration goes back to the
+//!    front of the queue and nothing more is started towards that
+//!    receiver for 10 ms; the worker takes an emigration to another node
+//!    meanwhile, as Aerospike re-queues it.
+//! 7. A failure (any other refusal, no answer within 10 s, the drain not
+//!    ending) reopens the gate and puts the emigration back at the end of
+//!    the queue, to start again from START no sooner than 50 ms later
+//!    (doubling to 1 s each failure); its worker takes the next one
+//!    meanwhile. A new map cancels it.
 
 use super::{Counter, Output, OwnedImage, RecordStore, Reply, Token, ROUTING_POLL_MS};
 use crate::fabric::{code, Channel, Fabric, Image};
 use crate::node::DataEvent;
 use crate::partitions::{Emigration, EmigrationKind};
 use crate::routing::Gates;
-use std::collections::VecDeque;
+use crate::NodeId;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
@@ -50,6 +55,8 @@ pub const DRAIN_TIMEOUT_MS: u64 = 5_000;
 pub const MAP_WAIT_MS: u64 = 2_000;
 const MAP_POLL_MS: u64 = 5;
 const DRAIN_POLL_MS: u64 = 1;
+/// After AGAIN, nothing is started towards that receiver for this long.
+pub const AGAIN_PAUSE_MS: u64 = 10;
 const BACKOFF_FIRST_MS: u64 = 50;
 const BACKOFF_MAX_MS: u64 = 1_000;
 
@@ -145,6 +152,9 @@ pub struct Emigrator {
     next_token: Token,
     outputs: VecDeque<Output>,
     seen_ms: u64,
+    /// Receivers that answered AGAIN: nothing is started towards them
+    /// before the time given.
+    busy_until: BTreeMap<NodeId, u64>,
 }
 
 impl Emigrator {
@@ -158,6 +168,7 @@ impl Emigrator {
             next_token: 0,
             outputs: VecDeque::new(),
             seen_ms: 0,
+            busy_until: BTreeMap::new(),
         }
     }
 
@@ -203,6 +214,10 @@ impl Emigrator {
         };
         if self.active[index].emigration.key != routing_key {
             self.cancel(index);
+        } else if reply.ack_code() == Some(code::AGAIN)
+            && matches!(self.active[index].stage, Stage::Start { .. })
+        {
+            self.busy(index, now_ms);
         } else if reply.ack_code() != Some(code::OK) {
             self.fail(index, now_ms);
         } else {
@@ -225,7 +240,7 @@ impl Emigrator {
     pub fn wake_at(&self) -> Option<u64> {
         let poll = self.seen_ms + ROUTING_POLL_MS;
         let queued = if self.active.len() < self.config.workers {
-            self.queue.iter().map(|queued| queued.not_before_ms).min()
+            self.queue.iter().map(|queued| self.ready_at(queued)).min()
         } else {
             None
         };
@@ -374,10 +389,11 @@ impl Emigrator {
             self.queue.retain(|queued| {
                 queued.emigration.key == routing_key || queued.queued_under == routing_key
             });
+            self.busy_until.retain(|_, until| *until > now_ms);
             let Some(position) = self
                 .queue
                 .iter()
-                .position(|queued| queued.not_before_ms <= now_ms)
+                .position(|queued| self.ready_at(queued) <= now_ms)
             else {
                 break;
             };
@@ -539,6 +555,37 @@ impl Emigrator {
                 to,
                 key,
             }));
+    }
+
+    /// When a queued emigration may start: after its pause, and once its
+    /// receiver is no longer busy.
+    fn ready_at(&self, queued: &Queued) -> u64 {
+        let busy = self
+            .busy_until
+            .get(&queued.emigration.to)
+            .copied()
+            .unwrap_or(0);
+        queued.not_before_ms.max(busy)
+    }
+
+    /// The receiver is busy: back to the front of the queue, with no
+    /// longer pause of its own; nothing starts towards that receiver for
+    /// a moment, and the worker takes one to another node.
+    fn busy(&mut self, index: usize, now_ms: u64) {
+        let active = &mut self.active[index];
+        assert!(
+            !active.gate_closed,
+            "a gate closed before START was accepted"
+        );
+        active.stage = Stage::Finished;
+        self.busy_until
+            .insert(active.emigration.to, now_ms + AGAIN_PAUSE_MS);
+        self.queue.push_front(Queued {
+            emigration: active.emigration,
+            not_before_ms: now_ms,
+            backoff_ms: active.backoff_ms,
+            queued_under: active.emigration.key,
+        });
     }
 
     /// Back to the end of the queue, to start again from START after a

@@ -1213,7 +1213,7 @@ fn a_refused_or_silent_step_starts_again_with_growing_pauses() {
     let mut emigrator = emigrator(1, 0, &gates);
     emigrator.add(emigration(PID, B, EmigrationKind::Fill), 0, KEY);
     drain(&mut emigrator);
-    emigrator.reply(1, Reply::Answer(&ack(code::AGAIN)), 10, KEY, &store);
+    emigrator.reply(1, Reply::Answer(&ack(code::REFUSED)), 10, KEY, &store);
     emigrator.tick(59, KEY);
     assert!(drain(&mut emigrator).is_empty());
     emigrator.tick(60, KEY);
@@ -1280,27 +1280,34 @@ fn emigrator_for_drop(gates: &Arc<Gates>) -> Emigrator {
 }
 
 #[test]
-fn a_refused_emigration_frees_its_worker_for_the_next() {
+fn a_busy_receiver_is_left_alone_a_moment_while_others_are_served() {
     let gates = Arc::new(Gates::new(1));
     let store = MemStore::default();
     let mut emigrator = emigrator(1, 0, &gates);
     emigrator.add(emigration(PID, B, EmigrationKind::Fill), 0, KEY);
+    emigrator.add(emigration(PID + 1, B, EmigrationKind::Fill), 0, KEY);
     emigrator.add(emigration(PID, C, EmigrationKind::Fill), 0, KEY);
     assert_eq!(drain(&mut emigrator), [bulk(1, B)]);
-    // B has enough immigrations: C's goes first, B's waits 50 ms.
+    // B has enough immigrations: nothing goes to B for 10 ms; C's starts.
     emigrator.reply(1, Reply::Answer(&ack(code::AGAIN)), 10, KEY, &store);
     assert_eq!(drain(&mut emigrator), [bulk(2, C)]);
-    assert_eq!((emigrator.active(), emigrator.queued()), (1, 1));
+    assert_eq!((emigrator.active(), emigrator.queued()), (1, 2));
     emigrator.reply(2, Reply::Answer(&ack(code::OK)), 11, KEY, &store);
     assert_eq!(drain(&mut emigrator), [bulk(3, C)]);
     emigrator.reply(3, Reply::Answer(&ack(code::OK)), 12, KEY, &store);
     assert_eq!(drain(&mut emigrator).len(), 2);
-    // The worker is free, but B's pause is not over.
-    assert_eq!(emigrator.wake_at(), Some(60));
-    emigrator.tick(59, KEY);
+    // The worker is free; B is busy until 20, and the refused emigration
+    // (first in the queue again, with no pause of its own) goes then.
+    assert_eq!(emigrator.wake_at(), Some(20));
+    emigrator.tick(19, KEY);
     assert!(drain(&mut emigrator).is_empty());
-    emigrator.tick(60, KEY);
+    emigrator.tick(20, KEY);
     assert_eq!(drain(&mut emigrator), [bulk(4, B)]);
+    assert_eq!(emigrator.queued(), 1);
+    sent(
+        |out| emigrator.encode(4, 4, out),
+        |message| assert!(matches!(message, Fabric::MigrateStart { pid, .. } if pid == PID)),
+    );
 }
 
 #[test]
