@@ -36,6 +36,7 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let count = seeds.end - seeds.start;
     let mut totals = (0u64, 0u64, 0u64);
+    let first = seeds.start;
     for seed in seeds {
         let options = Options {
             seed,
@@ -49,6 +50,13 @@ fn main() -> ExitCode {
                 totals.2 += outcome.events;
                 if verbose || count == 1 {
                     println!("{outcome}");
+                }
+                let done = seed - first + 1;
+                if count > 1 && done % 50 == 0 {
+                    eprintln!(
+                        "{done} of {count} seeds passed ({:.0} s)",
+                        started.elapsed().as_secs_f64()
+                    );
                 }
             }
             Err(failure) => {
