@@ -10,7 +10,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["bolide-types"]),
     // Beside the store: neither knows the other.
     ("cluster", &["bolide-types"]),
+    // The value algebra: values in, values out; no store, no locks.
+    ("particles", &["bolide-types", "bolide-wire"]),
     ("udf", &["bolide-types", "bolide-wire"]),
+    // Access control: beside the transaction layer, which it knows nothing of.
+    ("security", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
         &[
@@ -18,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-particles",
             "bolide-udf",
         ],
     ),
@@ -28,8 +33,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-particles",
             "bolide-udf",
             "bolide-transaction",
+            "bolide-security",
         ],
     ),
     // The simulator drives the cluster state machine alone.
@@ -43,6 +50,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-cluster",
             "bolide-transaction",
             "bolide-server",
+            "bolide-security",
         ],
     ),
 ];

@@ -11,11 +11,11 @@
 //!
 //! Field formats and checks follow the server's `query.c`.
 
-use crate::geo::Shape;
 use crate::sindex::cells;
 use crate::sindex::definition::{Collection, KeyType};
 use crate::sindex::keys::{self, Value};
 use crate::sindex::SecondaryIndex;
+use bolide_particles::geo::Shape;
 use bolide_store::{Namespace, RecordMeta, RecordView};
 use bolide_types::{particle, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES};
 use bolide_wire::Message;
@@ -184,9 +184,8 @@ fn value_matches(filter: &Filter, key_type: KeyType, value: &Value<'_>) -> bool 
         (Filter::Str(wanted), Value::Str(bytes)) => key_type == KeyType::String && wanted == bytes,
         (Filter::Blob(wanted), Value::Blob(bytes)) => key_type == KeyType::Blob && wanted == bytes,
         (Filter::Within(region), Value::Geo(text))
-        | (Filter::Contains(region), Value::Geo(text)) => {
-            Shape::parse(text).is_some_and(|stored| crate::geo::point_in_region(&stored, region))
-        }
+        | (Filter::Contains(region), Value::Geo(text)) => Shape::parse(text)
+            .is_some_and(|stored| bolide_particles::geo::point_in_region(&stored, region)),
         _ => false,
     }
 }

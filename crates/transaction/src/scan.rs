@@ -11,12 +11,13 @@
 //! come from the index instead (`crate::query`): in (bval, digest) order,
 //! each checked against the query and answered with its BVAL field.
 
+use crate::caller::{Caller, Permission};
 use crate::cluster::Cluster;
-use crate::expression::Expr;
 use crate::jobs::{Aggregate, Background, Job, Mode};
 use crate::query::IndexQuery;
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
 use bolide_cluster::Routing;
+use bolide_particles::expression::Expr;
 use bolide_store::{Namespace, RecordView, Store};
 use bolide_types::{
     now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX, DIGEST_BYTES, PARTITION_COUNT,
@@ -71,10 +72,11 @@ pub struct ScanJob {
 pub fn start(
     store: &Store,
     cluster: &Cluster<'_>,
+    caller: &Caller,
     message: &Message<'_>,
     out: &mut Vec<u8>,
 ) -> Outcome {
-    match plan(store, cluster, message) {
+    match plan(store, cluster, caller, message) {
         Ok(Some(job)) if matches!(job.mode, Mode::Background(_)) => {
             // A background job answers at once and runs on its own.
             append_last(out, job.spawn().err().unwrap_or(ResultCode::Ok));
@@ -92,10 +94,12 @@ pub fn start(
     }
 }
 
-/// Validates a scan request; `None` means "nothing to scan" (unknown set).
+/// Validates a scan request and checks that `caller` may run it; `None`
+/// means "nothing to scan" (unknown set).
 fn plan(
     store: &Store,
     cluster: &Cluster<'_>,
+    caller: &Caller,
     message: &Message<'_>,
 ) -> Result<Option<ScanJob>, ResultCode> {
     let fields = &message.fields;
@@ -107,6 +111,11 @@ fn plan(
     if fields.unknown_type.is_some() {
         return Err(ResultCode::Parameter);
     }
+    caller.check(
+        permission(message),
+        Some(namespace.name()),
+        fields.set.filter(|set| !set.is_empty()),
+    )?;
     let query = match fields.index_range {
         Some(_) => Some(IndexQuery::plan(namespace, message)?),
         None => None,
@@ -139,7 +148,7 @@ fn plan(
     }
     let filter = fields
         .filter_expression
-        .map(crate::expression::parse)
+        .map(bolide_particles::expression::parse)
         .transpose()?;
     Ok(Some(ScanJob {
         filter,
@@ -163,6 +172,19 @@ fn plan(
         error: None,
         scratch: crate::Scratch::default(),
     }))
+}
+
+/// What a scan or query needs of its caller: a UDF (an aggregation, or a
+/// background UDF job) UdfQuery, a background job with write ops OpsQuery,
+/// one that answers records Query.
+fn permission(message: &Message<'_>) -> Permission {
+    if message.fields.udf_op.is_some() {
+        Permission::UdfQuery
+    } else if message.header.info2 & info2::WRITE != 0 {
+        Permission::OpsQuery
+    } else {
+        Permission::Query
+    }
 }
 
 /// Whether a scan or query sends records, aggregates them (UDF_OP 1) or

@@ -155,6 +155,14 @@ pub struct Args {
     /// send each request to its partition's master (refreshed every second).
     #[arg(long)]
     pub cluster: bool,
+
+    /// User to log in as on a secured Aerospike node (each connection logs in).
+    #[arg(short = 'U', long)]
+    pub user: Option<String>,
+
+    /// Password of -U.
+    #[arg(short = 'P', long, default_value = "")]
+    pub password: String,
 }
 
 /// A validated run description.
@@ -181,6 +189,8 @@ pub struct Config {
     pub seed: u64,
     /// Route each request to its partition's master (Aerospike only).
     pub cluster: bool,
+    /// Log in on every connection (Aerospike only).
+    pub credentials: Option<crate::login::Credentials>,
 }
 
 impl Config {
@@ -270,6 +280,10 @@ impl Config {
             json: args.json,
             seed,
             cluster: args.cluster,
+            credentials: match &args.user {
+                None => None,
+                Some(user) => Some(crate::login::Credentials::new(user, &args.password)?),
+            },
         })
     }
 }

@@ -4,7 +4,7 @@
 //! (`partition-generation`, `replicas`), what tools ask
 //! (`cluster-stable`, `statistics`, `namespace/NS`).
 
-use crate::node::Node;
+use super::Context;
 use base64::Engine;
 use bolide_cluster::message::Endpoint;
 use bolide_wire::info::InfoCommand;
@@ -13,14 +13,14 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// `partition-generation`: -1 until the first map, then bumped with
 /// every change of this node's claims.
-pub fn partition_generation(node: &Node) -> String {
+pub fn partition_generation(node: &Context) -> String {
     node.cluster.routing.load().generation.to_string()
 }
 
 /// `replicas` (`ns:regime,count,col0,...`), `replicas-all`
 /// (`ns:count,...`) and `replicas-master` (`ns:col0`).
 pub fn replicas(
-    node: &Node,
+    node: &Context,
     command: &InfoCommand<'_>,
     with_regime: bool,
     with_count: bool,
@@ -64,7 +64,7 @@ pub fn replicas(
 }
 
 /// `replicas-max`: the columns each namespace has.
-pub fn replicas_max(node: &Node) -> String {
+pub fn replicas_max(node: &Context) -> String {
     let routing = node.cluster.routing.load();
     routing
         .namespaces
@@ -89,7 +89,7 @@ fn host_port(endpoint: &Endpoint, default_port: u16) -> String {
 
 /// `peers-clear-std`: `gen,3000,[[NODE,,[host[:port],...]],...]`, the other
 /// members of this node's cluster.
-pub fn peers(node: &Node) -> String {
+pub fn peers(node: &Context) -> String {
     let status = node.cluster.status();
     let mut text = format!("{},3000,[", status.peers_generation);
     for (index, peer) in status.peers.iter().enumerate() {
@@ -104,7 +104,7 @@ pub fn peers(node: &Node) -> String {
 }
 
 /// `services`: the other members' `host:port`, `;`-separated.
-pub fn services(node: &Node) -> String {
+pub fn services(node: &Context) -> String {
     let status = node.cluster.status();
     status
         .peers
@@ -118,7 +118,7 @@ pub fn services(node: &Node) -> String {
 /// `cluster-stable[:size=N;ignore-migrations=BOOL;namespace=NS]`: the
 /// cluster key when the cluster is settled (no exchange running, and,
 /// unless migrations are ignored, none remaining), else `ERROR:7:...`.
-pub fn cluster_stable(node: &Node, command: &InfoCommand<'_>) -> String {
+pub fn cluster_stable(node: &Context, command: &InfoCommand<'_>) -> String {
     let status = node.cluster.status();
     if let Some(size) = command.param("size") {
         if size.len() > 3 {
@@ -162,12 +162,11 @@ pub fn cluster_stable(node: &Node, command: &InfoCommand<'_>) -> String {
 }
 
 /// The cluster's part of `statistics`.
-pub fn statistics(node: &Node, text: &mut String) {
+pub fn statistics(node: &Context, text: &mut String) {
     let status = node.cluster.status();
     let counters = &node.cluster.counters;
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Relaxed);
-    let since_rebalance =
-        crate::cluster::monotonic_ms().saturating_sub(status.last_rebalance_ms) / 1000;
+    let since_rebalance = super::monotonic_ms().saturating_sub(status.last_rebalance_ms) / 1000;
     let _ = write!(
         text,
         "cluster_size={};cluster_key={:X};cluster_generation={};cluster_principal={:X};\
@@ -191,7 +190,7 @@ pub fn statistics(node: &Node, text: &mut String) {
         status.principal,
         status.integrity,
         status.is_member,
-        node.config.cluster_name,
+        node.cluster.cluster_name,
         status.principal,
         status.migrate_allowed,
         status.migrate_partitions_remaining,
@@ -228,7 +227,7 @@ pub fn statistics(node: &Node, text: &mut String) {
 }
 
 /// The cluster's part of `namespace/NS`: records by role and migrations.
-pub fn namespace(node: &Node, index: usize, text: &mut String) {
+pub fn namespace(node: &Context, index: usize, text: &mut String) {
     let routing = node.cluster.routing.load();
     let status = node.cluster.status();
     let Some(ns) = node.store.namespaces().get(index) else {

@@ -9,7 +9,7 @@
 
 use super::definition::Definition;
 use super::keys;
-use crate::expression::Expr;
+use bolide_particles::expression::Expr;
 use bolide_store::{Namespace, RecordMeta, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, DIGEST_BYTES, PARTITION_COUNT};
 use parking_lot::RwLock;
@@ -87,7 +87,7 @@ impl SecondaryIndex {
         let expression = definition
             .expression
             .as_deref()
-            .and_then(|bytes| crate::expression::parse(bytes).ok());
+            .and_then(|bytes| bolide_particles::expression::parse(bytes).ok());
         SecondaryIndex {
             name: RwLock::new(definition.name.clone()),
             expression,
