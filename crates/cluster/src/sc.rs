@@ -258,7 +258,16 @@ mod tests {
         let roster = Roster::parse("M1|A1@1,B2@0").expect("valid");
         assert_eq!(roster.active_rack, Some(1));
         assert_eq!(roster.to_string(), "M1|B2,A1@1");
-        for bad in ["A1,A1", "xyz", "A1@x", "A1@1000001", "0", ",", "M|A1", "A1@"] {
+        for bad in [
+            "A1,A1",
+            "xyz",
+            "A1@x",
+            "A1@1000001",
+            "0",
+            ",",
+            "M|A1",
+            "A1@",
+        ] {
             assert!(Roster::parse(bad).is_err(), "{bad} accepted");
         }
     }
@@ -310,8 +319,8 @@ mod tests {
             }
         }
         // Everyone present: everything available.
-        assert!((0..4096u16).all(|pid| orders.availability(pid, 2, &|_| true)
-            == Availability::Available));
+        assert!((0..4096u16)
+            .all(|pid| orders.availability(pid, 2, &|_| true) == Availability::Available));
     }
 
     #[test]

@@ -393,11 +393,7 @@ impl World {
             heartbeat_timeout: 10,
             fabric_latency_max_ms: 5,
             min_cluster_size: 1,
-            namespaces: vec![NamespaceConfig {
-                name: "test".into(),
-                replication_factor: 2,
-                conflict_policy: self.conflict_policy,
-            }],
+            namespaces: vec![NamespaceConfig::ap("test", 2, self.conflict_policy)],
         }
     }
 
@@ -885,7 +881,7 @@ impl World {
                     use bolide_cluster::datapath::RecordStore;
                     self.nodes[index].store.drop_partition(namespace, pid);
                 }
-                Action::Metadata(_) => {}
+                Action::Metadata(_) | Action::SaveSc { .. } => {}
                 Action::Log(_, line) => {
                     self.log(format!("[{index}] {line}"));
                 }

@@ -304,6 +304,34 @@ fn append_last(out: &mut Vec<u8>, code: ResultCode) {
     ResponseWriter::begin(out, &header).finish();
 }
 
+/// The SC read modes, from a read's info3 bits (0x80 relax, 0x40 type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadModeSc {
+    Session,
+    Linearize,
+    AllowReplica,
+    AllowUnavailable,
+}
+
+impl ReadModeSc {
+    pub const RELAX: u8 = 0x80;
+    pub const TYPE: u8 = 0x40;
+
+    pub fn of(info3: u8) -> ReadModeSc {
+        match (info3 & Self::RELAX != 0, info3 & Self::TYPE != 0) {
+            (false, false) => ReadModeSc::Session,
+            (false, true) => ReadModeSc::Linearize,
+            (true, false) => ReadModeSc::AllowReplica,
+            (true, true) => ReadModeSc::AllowUnavailable,
+        }
+    }
+
+    /// Served by the working master only.
+    pub fn strict(self) -> bool {
+        matches!(self, ReadModeSc::Session | ReadModeSc::Linearize)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn route(
     cluster: &Cluster<'_>,
@@ -337,6 +365,22 @@ fn route(
             answer: Vec::new(),
         }))
     };
+    // Strong consistency: the read mode the client asks for (info3 bits
+    // 0x80 relax, 0x40 type); AP namespaces ignore the bits.
+    let sc = namespace.config.strong_consistency;
+    let read_mode = ReadModeSc::of(header.info3);
+    if sc && !is_write && read_mode == ReadModeSc::AllowUnavailable && route.unavailable() {
+        // Whatever copy this node holds, with no ordering promise.
+        return local_read(
+            namespace,
+            &digest,
+            message,
+            parent_filter,
+            out,
+            scratch,
+            framing,
+        );
+    }
     // The partition's gate counts this write until its copies are in.
     let guard = match datapath::decide(
         cluster.routing,
@@ -356,6 +400,20 @@ fn route(
                 digest: digest.0,
                 from: datapath::members_of(cluster.routing, route.duplicates),
             })
+        }
+        // Strict SC reads (session, linearize) are the working master's;
+        // a linearize read also waits until the map in force is the
+        // committed cluster's.
+        Decision::Read if sc && read_mode.strict() && !route.writes_here() => {
+            return match cluster.routing.member(route.master) {
+                Some(to) => remote(Need::Proxy { to }),
+                None => Err(ResultCode::Unavailable),
+            };
+        }
+        Decision::Read
+            if sc && read_mode == ReadModeSc::Linearize && !cluster.routing.settled() =>
+        {
+            return remote(Need::Again)
         }
         Decision::Read => None,
         Decision::Write(guard) => guard,
@@ -396,10 +454,16 @@ fn route(
                 namespace: index,
                 pid: pid as u16,
                 cluster_key: cluster.routing.cluster_key,
-                regime: 0,
+                regime: cluster
+                    .routing
+                    .namespaces
+                    .get(index)
+                    .map_or(0, |ns| ns.regime),
                 to: Nodes::of_members(cluster.routing, destinations),
                 image,
+                // SC acknowledges only once every replica has the write.
                 commit_master: framing == Framing::Message
+                    && !sc
                     && (header.info3 & info3::COMMIT_MASTER != 0
                         || namespace.config.write_commit_level_master),
                 guard,
@@ -425,6 +489,38 @@ fn route(
     } else {
         Err(ResultCode::Parameter)
     }
+}
+
+/// A read served from this node's copy whatever the routing says (SC
+/// allow-unavailable).
+fn local_read(
+    namespace: &Namespace,
+    digest: &Digest,
+    message: &Message<'_>,
+    parent_filter: Option<&Expr>,
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+    framing: Framing,
+) -> Result<Option<Remote>, ResultCode> {
+    if message.header.info1 & info1::READ == 0 {
+        return Err(ResultCode::Parameter);
+    }
+    let own_filter = message
+        .fields
+        .filter_expression
+        .map(expression::parse)
+        .transpose()?;
+    let filter = own_filter.as_ref().or(parent_filter);
+    read::execute(
+        namespace,
+        digest,
+        message,
+        filter,
+        out,
+        &mut scratch.loaded,
+        framing,
+    )
+    .map(|()| None)
 }
 
 /// The bytes of a stored record: from memory, or read from the device into

@@ -24,9 +24,8 @@ pub fn execute(
     framing: Framing,
 ) -> Result<(), ResultCode> {
     let header = &message.header;
-    if header.info2 & info2::DURABLE_DELETE != 0 && header.info2 & info2::DELETE != 0 {
-        // Durable deletes need tombstones, which come with persistence.
-        return Err(ResultCode::EnterpriseOnly);
+    if header.info2 & info2::DELETE != 0 {
+        check_delete_kind(namespace, header.info2 & info2::DURABLE_DELETE != 0)?;
     }
     validate_ops(message)?;
     let set_id = match namespace.set_id(message.fields.set.unwrap_or_default()) {
@@ -314,6 +313,24 @@ pub(crate) fn next_update_ms(
 
 /// Deletes a present record: in a replicated namespace it leaves a
 /// tombstone one generation on (and the copy for the other holders).
+/// Which deletes a namespace takes. Strong consistency keeps a tombstone
+/// for every delete and refuses one that asks for none (an expunge: 22)
+/// unless `strong-consistency-allow-expunge` is set; AP refuses durable
+/// deletes (25, as Aerospike CE does).
+pub(crate) fn check_delete_kind(namespace: &Namespace, durable: bool) -> Result<(), ResultCode> {
+    let config = &namespace.config;
+    if config.strong_consistency {
+        if !durable && !config.strong_consistency_allow_expunge {
+            return Err(ResultCode::Forbidden);
+        }
+        return Ok(());
+    }
+    if durable {
+        return Err(ResultCode::EnterpriseOnly);
+    }
+    Ok(())
+}
+
 pub(crate) fn delete_record(
     namespace: &Namespace,
     writer: &mut PartitionWriter<'_>,

@@ -24,6 +24,7 @@ pub mod info;
 pub mod migrate;
 pub mod records;
 pub mod remote;
+pub mod sc;
 
 use crate::config::Config;
 use arc_swap::ArcSwap;
@@ -323,6 +324,9 @@ pub fn namespace_configs(config: &Config) -> Vec<NamespaceConfig> {
             } else {
                 ConflictPolicy::Generation
             },
+            strong_consistency: ns.strong_consistency,
+            roster: Default::default(),
+            regime: 0,
         })
         .collect()
 }
