@@ -304,34 +304,6 @@ fn append_last(out: &mut Vec<u8>, code: ResultCode) {
     ResponseWriter::begin(out, &header).finish();
 }
 
-/// The SC read modes, from a read's info3 bits (0x80 relax, 0x40 type).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadModeSc {
-    Session,
-    Linearize,
-    AllowReplica,
-    AllowUnavailable,
-}
-
-impl ReadModeSc {
-    pub const RELAX: u8 = 0x80;
-    pub const TYPE: u8 = 0x40;
-
-    pub fn of(info3: u8) -> ReadModeSc {
-        match (info3 & Self::RELAX != 0, info3 & Self::TYPE != 0) {
-            (false, false) => ReadModeSc::Session,
-            (false, true) => ReadModeSc::Linearize,
-            (true, false) => ReadModeSc::AllowReplica,
-            (true, true) => ReadModeSc::AllowUnavailable,
-        }
-    }
-
-    /// Served by the working master only.
-    pub fn strict(self) -> bool {
-        matches!(self, ReadModeSc::Session | ReadModeSc::Linearize)
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 fn route(
     cluster: &Cluster<'_>,
@@ -365,22 +337,7 @@ fn route(
             answer: Vec::new(),
         }))
     };
-    // Strong consistency: the read mode the client asks for (info3 bits
-    // 0x80 relax, 0x40 type); AP namespaces ignore the bits.
     let sc = namespace.config.strong_consistency;
-    let read_mode = ReadModeSc::of(header.info3);
-    if sc && !is_write && read_mode == ReadModeSc::AllowUnavailable && route.unavailable() {
-        // Whatever copy this node holds, with no ordering promise.
-        return local_read(
-            namespace,
-            &digest,
-            message,
-            parent_filter,
-            out,
-            scratch,
-            framing,
-        );
-    }
     // The partition's gate counts this write until its copies are in.
     let guard = match datapath::decide(
         cluster.routing,
@@ -389,6 +346,7 @@ fn route(
         index,
         pid,
         is_write,
+        datapath::ReadMode::of_info3(header.info3),
         cluster.resolved,
     ) {
         Decision::Unavailable => return Err(ResultCode::Unavailable),
@@ -398,22 +356,14 @@ fn route(
             return remote(Need::Resolve {
                 namespace: index,
                 digest: digest.0,
-                from: datapath::members_of(cluster.routing, route.duplicates),
+                from: datapath::resolve_from(
+                    cluster.routing,
+                    &route,
+                    index,
+                    is_write,
+                    datapath::ReadMode::of_info3(header.info3),
+                ),
             })
-        }
-        // Strict SC reads (session, linearize) are the working master's;
-        // a linearize read also waits until the map in force is the
-        // committed cluster's.
-        Decision::Read if sc && read_mode.strict() && !route.writes_here() => {
-            return match cluster.routing.member(route.master) {
-                Some(to) => remote(Need::Proxy { to }),
-                None => Err(ResultCode::Unavailable),
-            };
-        }
-        Decision::Read
-            if sc && read_mode == ReadModeSc::Linearize && !cluster.routing.settled() =>
-        {
-            return remote(Need::Again)
         }
         Decision::Read => None,
         Decision::Write(guard) => guard,
@@ -489,38 +439,6 @@ fn route(
     } else {
         Err(ResultCode::Parameter)
     }
-}
-
-/// A read served from this node's copy whatever the routing says (SC
-/// allow-unavailable).
-fn local_read(
-    namespace: &Namespace,
-    digest: &Digest,
-    message: &Message<'_>,
-    parent_filter: Option<&Expr>,
-    out: &mut Vec<u8>,
-    scratch: &mut Scratch,
-    framing: Framing,
-) -> Result<Option<Remote>, ResultCode> {
-    if message.header.info1 & info1::READ == 0 {
-        return Err(ResultCode::Parameter);
-    }
-    let own_filter = message
-        .fields
-        .filter_expression
-        .map(expression::parse)
-        .transpose()?;
-    let filter = own_filter.as_ref().or(parent_filter);
-    read::execute(
-        namespace,
-        digest,
-        message,
-        filter,
-        out,
-        &mut scratch.loaded,
-        framing,
-    )
-    .map(|()| None)
 }
 
 /// The bytes of a stored record: from memory, or read from the device into

@@ -115,7 +115,14 @@ fn initial_versions(node: &Node, entropy: &mut OsEntropy) -> Vec<Vec<Version>> {
                 .map(|pid| {
                     let (records, tombstones) = namespace.partition_counts(pid);
                     if records + tombstones > 0 {
-                        Version::full(restart_key)
+                        // A strong-consistency copy that comes back from a
+                        // restart is a subset until merged: it may miss
+                        // writes made while it was away.
+                        if namespace.config.strong_consistency {
+                            Version::partial(restart_key)
+                        } else {
+                            Version::full(restart_key)
+                        }
                     } else {
                         Version::NULL
                     }
