@@ -5,7 +5,13 @@ missing, SC read modes, refused expunges, and the roster and regime kept
 across a restart.
 """
 
+import os
+import shutil
+import subprocess
+import sys
 import time
+import uuid
+from pathlib import Path
 
 import aerospike
 import pytest
@@ -52,6 +58,19 @@ def get_settled(client, key, policy=None, timeout=10.0):
         try:
             return client.get(key, policy=policy)
         except (ex.ConnectionError, ex.TimeoutError, ex.InvalidNodeError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def put_settled(client, key, bins, timeout=10.0):
+    """A write, retried while the client's map still lacks an owner (it
+    reads each node's claims at its tend, at slightly different times)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return client.put(key, bins)
+        except ex.InvalidNodeError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
@@ -109,7 +128,7 @@ def test_roster_walk_through_and_regime(sc_cluster):
 
     client = c.client()
     for i in range(50):
-        client.put(("test", None, i), {"v": i})
+        put_settled(client, ("test", None, i), {"v": i})
     linearize = {"read_mode_sc": aerospike.POLICY_READ_MODE_SC_LINEARIZE}
     session = {"read_mode_sc": aerospike.POLICY_READ_MODE_SC_SESSION}
     replica = {"read_mode_sc": aerospike.POLICY_READ_MODE_SC_ALLOW_REPLICA}
@@ -134,7 +153,7 @@ def test_minority_is_unavailable_majority_serves_and_state_survives_restart(sc_c
     form_roster(c, [0, 1, 2])
     client = c.client()
     for i in range(200):
-        client.put(("test", None, i), {"v": i})
+        put_settled(client, ("test", None, i), {"v": i})
     regime_before = regimes(c, 0)
 
     # One roster node gone: {A1,A2} is a majority holding a roster
@@ -184,3 +203,26 @@ def test_minority_is_unavailable_majority_serves_and_state_survives_restart(sc_c
     for i in range(200):
         _, _, bins = get_settled(client, ("test", None, i))
         assert bins == {"v": i}
+
+
+@pytest.mark.time_limit(300)
+def test_split_minority_acknowledges_nothing_and_heals_without_revive():
+    """sc_split_scenario.py in a network namespace of its own (as root:
+    `ip netns add`, nftables rules cutting node A off from B and C)."""
+    assert os.geteuid() == 0, "the split test creates a network namespace: it runs as root"
+    for tool in ("ip", "nft"):
+        assert shutil.which(tool), f"{tool} is missing: the test command installs iproute2 and nftables"
+    here = Path(__file__).resolve().parent
+    namespace = f"bolide-sc-split-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", namespace], check=True)
+    try:
+        result = subprocess.run(
+            ["ip", "netns", "exec", namespace, sys.executable, str(here / "sc_split_scenario.py")],
+            cwd=here, capture_output=True, text=True, timeout=280,
+            env={**os.environ, "PYTHONPATH": str(here)},
+        )
+    finally:
+        subprocess.run(["ip", "netns", "del", namespace], check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "healed: no minority write acknowledged" in output, output[-3000:]

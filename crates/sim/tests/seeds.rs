@@ -75,7 +75,7 @@ fn a_seed_replays_exactly() {
 }
 
 /// Strong consistency: the same faults, linearize reads, and every key's
-/// history checked for linearizability (`SIM_SC_SEEDS`, 40 by default;
+/// history checked for linearizability (`SIM_SC_SEEDS`, 16 by default;
 /// the long sweep is `cargo run --release -p bolide-sim -- --seeds 0..1000
 /// --sc`).
 #[test]
@@ -83,7 +83,7 @@ fn strong_consistency_histories_are_linearizable() {
     let count = std::env::var("SIM_SC_SEEDS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(40u64);
+        .unwrap_or(16u64);
     let mut checked = 0;
     for seed in 50_000..50_000 + count {
         let outcome = run(&Options {
