@@ -476,6 +476,7 @@ mod tests {
                 id: 4,
                 namespace: "test",
                 digest: [1; DIGEST_BYTES],
+                cluster_key: 0xABCD,
             },
             Fabric::FetchAnswer {
                 id: 4,

@@ -582,7 +582,7 @@ impl World {
                             image: copy.as_ref().map(OwnedImage::image),
                         },
                     ),
-                    Err(()) => self.answer(
+                    Err(_) => self.answer(
                         to,
                         from,
                         Fabric::Ack {

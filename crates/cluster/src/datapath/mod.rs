@@ -38,7 +38,7 @@ pub mod work;
 
 pub use emigrate::{Emigrator, EmigratorConfig};
 pub use immigrate::Immigrator;
-pub use receive::{apply_replica_write, serve_fetch, serve_proxied, Proxied};
+pub use receive::{apply_replica_write, serve_fetch, serve_proxied, OtherRegime, Proxied};
 pub use work::{Need, Ran, Replication, Work};
 
 use crate::fabric::{Channel, Fabric, Image};
@@ -383,6 +383,7 @@ pub enum Decision {
 /// copy.
 // PERF: hot path (RF 1 and single nodes: a few flag tests).
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub fn decide(
     routing: &Routing,
     gates: &Arc<Gates>,
@@ -410,22 +411,21 @@ pub fn decide(
         None => Decision::Unavailable,
     };
     if !is_write {
-        if route.reads_here() {
-            if route.writes_here() || !read_mode.strict() || !sc() {
-                if read_mode.strict() && sc() {
-                    if read_mode == ReadMode::Linearize && !routing.settled() {
-                        return Decision::Again;
-                    }
-                    // The master's copy may miss what the copies not
-                    // merged yet hold: resolve the record first, as a
-                    // write does.
-                    let confirm = read_mode == ReadMode::Linearize && route.destination_count > 0;
-                    if (route.resolves_duplicates() || confirm) && !resolved {
-                        return Decision::Resolve;
-                    }
+        if route.reads_here() && (route.writes_here() || !read_mode.strict() || !sc()) {
+            if read_mode.strict() && sc() {
+                if read_mode == ReadMode::Linearize && !routing.settled() {
+                    return Decision::Again;
                 }
-                return Decision::Read;
+                // The master's copy may miss what the copies not merged
+                // yet hold: resolve the record first, as a write does. A
+                // linearize read also confirms the regime with every other
+                // holder.
+                let confirm = read_mode == ReadMode::Linearize && route.destination_count > 0;
+                if (route.resolves_duplicates() || confirm) && !resolved {
+                    return Decision::Resolve;
+                }
             }
+            return Decision::Read;
         }
         return proxy_to(route.master);
     }

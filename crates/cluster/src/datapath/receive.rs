@@ -69,12 +69,16 @@ pub fn serve_fetch<S: RecordStore>(
     namespace: &str,
     digest: &[u8; DIGEST_BYTES],
     cluster_key: u64,
-) -> Result<Option<OwnedImage>, ()> {
+) -> Result<Option<OwnedImage>, OtherRegime> {
     if cluster_key != 0 && (!routing.settled() || routing.cluster_key != cluster_key) {
-        return Err(());
+        return Err(OtherRegime);
     }
     Ok(serve_fetch_any(store, routing, namespace, digest))
 }
+
+/// A fetch named a cluster key this node is not under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OtherRegime;
 
 fn serve_fetch_any<S: RecordStore>(
     store: &S,

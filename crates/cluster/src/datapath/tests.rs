@@ -848,13 +848,26 @@ fn a_replica_write_is_applied_only_under_the_masters_map() {
 fn a_fetch_answers_the_held_copy() {
     let store = MemStore::default();
     let map = routing(KEY, &[B, A], Route::default());
-    assert_eq!(serve_fetch(&store, &map, "test", &digest(1)), None);
+    assert_eq!(serve_fetch(&store, &map, "test", &digest(1), 0), Ok(None));
     let copy = image(1, 4, 200, 8);
     store
         .apply(0, &copy.image(), ConflictPolicy::Generation)
         .expect("stored");
-    assert_eq!(serve_fetch(&store, &map, "test", &digest(1)), Some(copy));
-    assert_eq!(serve_fetch(&store, &map, "other", &digest(1)), None);
+    assert_eq!(
+        serve_fetch(&store, &map, "test", &digest(1), 0),
+        Ok(Some(copy.clone()))
+    );
+    assert_eq!(serve_fetch(&store, &map, "other", &digest(1), 0), Ok(None));
+    // A strong-consistency confirmation: answered only under the asker's
+    // cluster key.
+    assert_eq!(
+        serve_fetch(&store, &map, "test", &digest(1), map.cluster_key),
+        Ok(Some(copy))
+    );
+    assert_eq!(
+        serve_fetch(&store, &map, "test", &digest(1), map.cluster_key ^ 1),
+        Err(OtherRegime)
+    );
 }
 
 #[test]

@@ -538,7 +538,7 @@ fn handle_request(
                     image: copy.as_ref().map(|copy| copy.image()),
                 }
                 .encode(&mut frame),
-                Err(()) => Fabric::Ack {
+                Err(_) => Fabric::Ack {
                     id,
                     code: bolide_cluster::fabric::code::CLUSTER_KEY_MISMATCH,
                 }
