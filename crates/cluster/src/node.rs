@@ -504,6 +504,9 @@ impl ClusterNode {
                 }
                 for item in items {
                     if self.metadata.merge(item.clone()) {
+                        if item.module == ROSTER_MODULE && !item.deleted {
+                            self.adopt_first_roster(&item);
+                        }
                         self.actions.push(Action::Metadata(item));
                     }
                 }
@@ -623,6 +626,33 @@ impl ClusterNode {
             Level::Info,
             format!("{{{name}}} eventual-regime {regime} ready"),
         );
+    }
+
+    /// A node that holds no roster (its state was not kept across a
+    /// restart) takes the roster its cluster sends it at once, rather than
+    /// serving nothing until the next `recluster:`.
+    fn adopt_first_roster(&mut self, item: &Item) {
+        let Some(index) = self.namespaces.iter().position(|ns| ns.name == item.key) else {
+            return;
+        };
+        let Ok(roster) = Roster::parse(&item.value) else {
+            return;
+        };
+        let Some(state) = self.sc.get_mut(index).filter(|sc| sc.enabled) else {
+            return;
+        };
+        if !state.roster.is_empty() || roster.is_empty() {
+            return;
+        }
+        state.roster = roster;
+        let action = Action::SaveSc {
+            namespace: index,
+            roster: state.roster.clone(),
+            regime: state.regime,
+        };
+        self.actions.push(action);
+        self.routing_dirty = true;
+        self.urgent = true;
     }
 
     /// `recluster:`: the principal runs a new exchange now (a staged roster

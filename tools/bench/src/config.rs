@@ -155,6 +155,12 @@ pub struct Args {
     /// send each request to its partition's master (refreshed every second).
     #[arg(long)]
     pub cluster: bool,
+
+    /// Strong-consistency read mode of reads (Aerospike only): session,
+    /// linearize, allow-replica or allow-unavailable (info3 bits 0x80,
+    /// 0x40).
+    #[arg(long, default_value = "session")]
+    pub read_mode_sc: String,
 }
 
 /// A validated run description.
@@ -181,6 +187,8 @@ pub struct Config {
     pub seed: u64,
     /// Route each request to its partition's master (Aerospike only).
     pub cluster: bool,
+    /// info3 bits of every read (the SC read mode).
+    pub read_info3: u8,
 }
 
 impl Config {
@@ -249,6 +257,17 @@ impl Config {
         if args.cluster && args.protocol != Protocol::Aerospike {
             return Err("--cluster is for Aerospike servers".to_owned());
         }
+        let read_info3 = match args.read_mode_sc.as_str() {
+            "session" => 0,
+            "linearize" => 0x40,
+            "allow-replica" => 0x80,
+            "allow-unavailable" => 0xC0,
+            other => {
+                return Err(format!(
+                    "--read-mode-sc {other}: expected session, linearize, allow-replica or allow-unavailable"
+                ))
+            }
+        };
         Ok(Config {
             protocol: args.protocol,
             host,
@@ -270,6 +289,7 @@ impl Config {
             json: args.json,
             seed,
             cluster: args.cluster,
+            read_info3,
         })
     }
 }
