@@ -9,7 +9,7 @@ set -u
 base=${1:?usage: $0 BASE_BOLIDED NEW_BOLIDED [BOLIDE_BENCH]}
 new=${2:?usage: $0 BASE_BOLIDED NEW_BOLIDED [BOLIDE_BENCH]}
 bench=${3:-target/release/bolide-bench}
-PORT=3391
+PORT=${PORT:-3391}
 dir=$(mktemp -d)
 cat > $dir/c.conf <<CONF
 service {

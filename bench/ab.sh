@@ -16,7 +16,7 @@ B="$2"
 ROUNDS="${3:-3}"
 BENCH="$ROOT/target/release/bolide-bench"
 WORK="$(mktemp -d)"
-PORT=3337
+PORT=${PORT:-3337}
 cat > "$WORK/bolide.conf" <<CONF
 service {
     service-threads 1

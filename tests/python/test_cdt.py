@@ -134,8 +134,16 @@ def test_ordered_list_created_by_policy(client, key):
 def test_value_order_across_types(client, key):
     values = [b"\x01", 2.5, {"a": 1}, [0], "s", 7, -3, True, False, None]
     client.put(key, {"l": values})
+    ascending = [None, False, True, -3, 7, "s", [0], {"a": 1}, b"\x01", 2.5]
+    # Sorting the list orders it by value.
+    client.operate(key, [lo.list_sort("l", 0)])
+    assert stored(client, key) == ascending
+    # A rank range of an unordered list comes back as the server's partial
+    # heap sort leaves it: taken from the low end (here: every element),
+    # highest first.
+    client.put(key, {"l": values})
     got = one(client, key, lo.list_get_by_rank_range("l", 0, aerospike.LIST_RETURN_VALUE))
-    assert got == [None, False, True, -3, 7, "s", [0], {"a": 1}, b"\x01", 2.5]
+    assert got == ascending[::-1]
 
 
 # --------------------------------------------------------------------------
@@ -191,7 +199,10 @@ def test_get_by_ranges(client, key):
     assert one(client, key, lo.list_get_by_index_range("l", 1, V, 2)) == [1, 4]
     assert one(client, key, lo.list_get_by_index_range("l", 1, V, 2, INVERTED)) == [5, 1, 3]
     assert one(client, key, lo.list_get_by_index_range("l", -2, V)) == [1, 3]
-    assert one(client, key, lo.list_get_by_rank_range("l", 0, V, 3)) == [1, 1, 3]
+    # A rank range of an unordered list comes back as the server's partial
+    # heap sort leaves it: highest first when taken from the low end
+    # (rank <= elements after the range), lowest first otherwise.
+    assert one(client, key, lo.list_get_by_rank_range("l", 0, V, 3)) == [3, 1, 1]
     assert one(client, key, lo.list_get_by_rank_range("l", -2, V)) == [4, 5]
     assert one(client, key, lo.list_get_by_rank_range("l", 0, V, 2, INVERTED)) == [5, 4, 3]
     assert one(client, key, lo.list_get_by_value_range("l", V, 2, 5)) == [4, 3]
@@ -205,10 +216,11 @@ def test_get_by_value_rel_rank_range(client, key):
     client.put(key, {"l": [0, 4, 5, 9, 11, 15]})
     V = aerospike.LIST_RETURN_VALUE
     assert one(client, key, lo.list_get_by_value_rank_range_relative("l", 5, 0, V)) == [5, 9, 11, 15]
-    assert one(client, key, lo.list_get_by_value_rank_range_relative("l", 5, -1, V, 3)) == [4, 5, 9]
+    # Relative rank ranges are rank ranges: the same heap order.
+    assert one(client, key, lo.list_get_by_value_rank_range_relative("l", 5, -1, V, 3)) == [9, 5, 4]
     assert one(client, key, lo.list_get_by_value_rank_range_relative("l", 3, 3, V, 1)) == [11]
     assert one(client, key, lo.list_get_by_value_rank_range_relative("l", 3, -3, V, 2)) == []
-    assert one(client, key, lo.list_get_by_value_rank_range_relative("l", 3, -1, V, 3)) == [0, 4, 5]
+    assert one(client, key, lo.list_get_by_value_rank_range_relative("l", 3, -1, V, 3)) == [5, 4, 0]
 
 
 def test_wildcard_and_infinite(client, key):
@@ -379,7 +391,10 @@ def test_map_ranges_and_return_types(client, key):
     assert one(client, key, mo.map_get_by_rank_range("m", 0, 3, V)) == [1, 1, 3]
     assert one(client, key, mo.map_get_by_rank_range("m", -2, 2, K)) == ["c", "a"]
     assert one(client, key, mo.map_get_by_rank_range("m", 0, 2, aerospike.MAP_RETURN_COUNT, INVERTED)) == 3
-    assert one(client, key, mo.map_get_by_key_range("m", "b", None, aerospike.MAP_RETURN_REVERSE_INDEX)) == [3, 2, 1, 0]
+    end = aerospike.CDTInfinite()
+    assert one(client, key, mo.map_get_by_key_range("m", "b", end, aerospike.MAP_RETURN_REVERSE_INDEX)) == [3, 2, 1, 0]
+    # The client sends None as nil, the lowest value: an empty range.
+    assert one(client, key, mo.map_get_by_key_range("m", "b", None, aerospike.MAP_RETURN_REVERSE_INDEX)) == []
     assert one(client, key, mo.map_get_by_key_index_range_relative("m", "c", 1, K)) == ["d", "e"]
     assert one(client, key, mo.map_get_by_key_index_range_relative("m", "c", -1, K, 2)) == ["b", "c"]
     assert one(client, key, mo.map_get_by_value_rank_range_relative("m", 3, 1, V)) == [4, 5]
@@ -389,7 +404,7 @@ def test_map_ranges_and_return_types(client, key):
 
 def test_map_return_map_types(client, key):
     put_ordered(client, key, M)
-    got = one(client, key, mo.map_get_by_key_range("m", "c", None, aerospike.MAP_RETURN_ORDERED_MAP))
+    got = one(client, key, mo.map_get_by_key_range("m", "c", aerospike.CDTInfinite(), aerospike.MAP_RETURN_ORDERED_MAP))
     assert got == {"c": 4, "d": 1, "e": 3}
     assert list(got.keys()) == ["c", "d", "e"]
     got = one(client, key, mo.map_get_by_value("m", 1, aerospike.MAP_RETURN_UNORDERED_MAP))
@@ -417,7 +432,10 @@ def test_map_remove_by_ops(client, key):
     one(client, key, mo.map_remove_by_key_range("m", "b", "e", aerospike.MAP_RETURN_NONE, INVERTED))
     assert stored(client, key, "m") == {"b": 1, "c": 4, "d": 1}
     one(client, key, mo.map_remove_by_index("m", 0, aerospike.MAP_RETURN_NONE))
+    # None goes as nil, below every value: nothing is in [4, nil).
     one(client, key, mo.map_remove_by_value_range("m", 4, None, aerospike.MAP_RETURN_NONE))
+    assert stored(client, key, "m") == {"c": 4, "d": 1}
+    one(client, key, mo.map_remove_by_value_range("m", 4, aerospike.CDTInfinite(), aerospike.MAP_RETURN_NONE))
     assert stored(client, key, "m") == {"d": 1}
     client.operate(key, [mo.map_clear("m")])
     assert stored(client, key, "m") == {}

@@ -749,9 +749,10 @@ def test_a_raw_block_device_holds_a_namespace_across_restarts(loop_device, nodes
 def test_failed_device_writes_are_retried_and_nothing_acknowledged_is_lost(loop_device, nodes, tmp_path):
     # The raw device refuses writes for a while (`blockdev --setro`: every
     # pwrite fails with EPERM). The flusher keeps the blocks and writes them
-    # again once the device takes writes; reads go on, writes are
-    # acknowledged from memory until max-write-cache, then answer 18; and
-    # after the device is back every acknowledged write survives a restart.
+    # again once the device takes writes; reads go on; from the first failed
+    # write until a retried round succeeds, new writes answer 18 (the node
+    # takes no data it already knows it may not keep); and after the device
+    # is back every acknowledged write survives a restart.
     node = nodes(config(tmp_path / "unused", file=None, device=loop_device, filesize=None,
                         flush_max_ms="100", max_write_cache="256K")).start()
     c = node.client()
@@ -771,7 +772,7 @@ def test_failed_device_writes_are_retried_and_nothing_acknowledged_is_lost(loop_
                 refused += 1
             if refused >= 3:
                 break
-        assert refused == 3, "writes must answer 18 once the write cache is full"
+        assert refused == 3, "writes must answer 18 while the device fails"
         stats = wait_for(lambda: (lambda st: st if int(st["storage-engine.write_errors"]) > 0
                                   else False)(node.stats()), timeout=10, what="write_errors > 0")
         assert stats["storage-engine.write_failing"] == "true", stats

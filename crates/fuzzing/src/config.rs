@@ -32,6 +32,11 @@ pub fn check(bytes: &[u8]) {
 }
 
 fn check_config(config: &Config) {
+    if let Some(security) = &config.security {
+        assert!((120..=864_000).contains(&security.session_ttl_seconds));
+        assert!((10..=86_400).contains(&security.privilege_refresh_period_seconds));
+        assert!((2..=20).contains(&security.tps_weight));
+    }
     assert!(!config.namespaces.is_empty(), "no namespace");
     assert!((1..=256).contains(&config.service_threads));
     assert!(config.stop_writes_sys_memory_pct <= 100);

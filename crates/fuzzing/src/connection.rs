@@ -8,10 +8,7 @@
 
 use crate::answers::{self, Frame};
 use crate::fixture;
-use bolide_server::budget::{ConnectionBudget, Input};
-use bolide_server::connection::{answer_buffered, Close, Step};
-use bolide_server::latency::Timing;
-use bolide_transaction::Scratch;
+use bolide_server::connection::{answer_buffered, Close, Session, Step};
 use std::net::SocketAddr;
 
 /// A stream job must finish within this many chunks.
@@ -63,29 +60,22 @@ pub fn check(stream: &[u8]) {
 /// after each piece as the connection loop does after each read.
 pub fn run(stream: &[u8], piece: usize) -> Run {
     let node = fixture::node();
-    let mut budget = ConnectionBudget::new(&node.budget);
-    let mut timing = Timing::new(&node.latencies);
-    let mut input = Input::default();
-    let mut output = Vec::new();
+    let context = node.connection_context();
+    let mut session = Session::new(
+        &context,
+        SocketAddr::from(([127, 0, 0, 1], 3000)),
+        bolide_transaction::Caller::client(None),
+    );
     let mut answered = Vec::new();
-    let mut scratch = Scratch::default();
-    let local = SocketAddr::from(([127, 0, 0, 1], 3000));
-    let mut pending = Vec::new();
     for chunk in stream.chunks(piece) {
-        input.extend(chunk);
+        session.input.extend(chunk);
         loop {
-            let step = answer_buffered(
-                &node,
-                &mut input,
-                &mut output,
-                &mut scratch,
-                &mut budget,
-                &mut timing,
-                local,
-                &mut pending,
+            let step = answer_buffered(&context, &mut session);
+            assert!(
+                session.pending.is_empty(),
+                "a node alone needs no other node"
             );
-            assert!(pending.is_empty(), "a node alone needs no other node");
-            answered.append(&mut output);
+            answered.append(&mut session.output);
             match step {
                 Step::Read => break,
                 Step::Flush => {}
@@ -111,7 +101,7 @@ pub fn run(stream: &[u8], piece: usize) -> Run {
     Run {
         output: answered,
         end: End::Waiting {
-            pending: input.len(),
+            pending: session.input.len(),
         },
     }
 }

@@ -23,7 +23,7 @@ pub const RECORDS: usize = 10;
 pub fn node() -> Node {
     bolide_types::freeze_thread_clock(Some(FROZEN_MS));
     let node = Node::new(Config::default()).expect("fixture node");
-    node.cluster.serve_alone(&node.store);
+    node.serve_alone();
     let mut out = Vec::new();
     let mut scratch = Scratch::default();
     for index in 0..RECORDS {
@@ -38,9 +38,17 @@ pub fn node() -> Node {
 /// Runs a request on `node` as its connections do (the node serves every
 /// partition itself).
 pub fn execute_here(node: &Node, body: &[u8], out: &mut Vec<u8>, scratch: &mut Scratch) -> Outcome {
-    let routing = node.cluster.routing.load_full();
-    let cluster = bolide_transaction::Cluster::new(&routing, &node.cluster.gates);
-    execute(&node.store, &cluster, body, out, scratch)
+    let service = &node.cluster.cluster;
+    let routing = service.routing.load_full();
+    let cluster = bolide_transaction::Cluster::new(&routing, &service.gates);
+    execute(
+        node.store(),
+        &cluster,
+        &bolide_transaction::Caller::client(None),
+        body,
+        out,
+        scratch,
+    )
 }
 
 /// The digest of a string user key, as the clients compute it.

@@ -15,6 +15,11 @@
 //! - [`config::check`]: any configuration text either parses into a
 //!   configuration that keeps the documented bounds or fails with an error
 //!   naming a line of the text.
+//! - [`admin::check`]: any admin (proto type 2) message bodies, answered
+//!   by a secured node's access control on an anonymous connection and on
+//!   one logged in as `admin`: every answer is well-formed with a known
+//!   code, nothing but LOGIN and AUTHENTICATE works without a session, and
+//!   the users and roles stay reloadable.
 //! - [`cluster_frames::check`]: any bytes as a stream of node-to-node
 //!   frames: refused headers name the rule they break, whatever decodes
 //!   round-trips, and a damaged checksum is always refused.
@@ -29,6 +34,7 @@
 //! depends on it.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod answers;
 pub mod cluster_forged;
 pub mod cluster_frames;

@@ -86,7 +86,7 @@ fn records_per_second_is_zeroed_and_nothing_else() {
 fn the_fixture_answers_reads_of_its_records() {
     let node = fixture::node();
     assert_eq!(
-        node.store
+        node.store()
             .namespace(b"test")
             .expect("namespace")
             .stats

@@ -2,7 +2,9 @@
 //! property checks as the fuzz targets, so an input that once passed and
 //! now fails breaks `cargo test`.
 
-use bolide_fuzzing::{cluster_forged, cluster_frames, config, connection, execute, replay_corpus};
+use bolide_fuzzing::{
+    admin, cluster_forged, cluster_frames, config, connection, execute, replay_corpus,
+};
 
 /// Each corpus must hold at least this many inputs: an emptied or moved
 /// corpus must fail here, not pass by checking nothing.
@@ -45,4 +47,10 @@ fn cluster_forged_corpus() {
         inputs >= INPUTS_MIN,
         "cluster_forged corpus has {inputs} inputs"
     );
+}
+
+#[test]
+fn admin_corpus() {
+    let inputs = replay_corpus("admin", admin::check);
+    assert!(inputs >= INPUTS_MIN, "admin corpus has {inputs} inputs");
 }

@@ -16,7 +16,7 @@
 //! and the forced output charges are back under the limit. A request that
 //! could never fit closes its own connection.
 
-use crate::node::system_memory_bytes;
+use crate::system::system_memory_bytes;
 use bolide_wire::frame::{ProtoHeader, PROTO_HEADER_BYTES};
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -38,29 +38,6 @@ pub const HOLD_BEFORE_CLOSE: Duration = Duration::from_secs(1);
 pub const ENFORCE_TICK: Duration = Duration::from_millis(100);
 /// A waiting connection checks whether it was closed at least this often.
 const WAIT_STEP: Duration = Duration::from_millis(50);
-
-/// Allocations at least this large get pages of their own from the kernel
-/// (glibc's default threshold), returned when freed.
-const MMAP_THRESHOLD_BYTES: i32 = 128 * 1024;
-
-/// Keeps glibc's threshold for serving an allocation with its own mapping
-/// at its default, 128 KiB, instead of letting it rise (up to 32 MiB) each
-/// time such an allocation is freed. Otherwise, once a large frame's buffer
-/// is freed, the next ones come from the heap, whose freed middle is not
-/// given back to the kernel: the resident memory of a node under hostile
-/// clients would drift above what the budget charges. Best effort; other
-/// allocators ignore it.
-pub fn keep_large_allocations_mapped() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        #[expect(unsafe_code, reason = "libc call setting an allocator option")]
-        // SAFETY: mallopt only sets a tuning parameter of glibc's malloc;
-        // it is called at startup, and is thread-safe in any case.
-        unsafe {
-            let _ = libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
-        }
-    }
-}
 
 /// The node's budget. One per node, shared by every event loop.
 pub struct Budget {

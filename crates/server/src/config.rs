@@ -4,11 +4,16 @@
 //! … `}`, `#` starts a comment. Anything unknown or malformed is an error
 //! naming the line and the directive; the node does not start.
 
+use bolide_store::device::compress::{
+    ACCELERATION_MAX as COMPRESSION_ACCELERATION_MAX, LEVEL_MAX as COMPRESSION_LEVEL_MAX,
+};
 use bolide_store::device::{WRITE_BLOCK_MAX, WRITE_BLOCK_MIN};
-use bolide_store::{DeviceConfig, NamespaceConfig, StorageEngine};
+use bolide_store::{DeviceConfig, Method, NamespaceConfig, StorageEngine};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
+
+mod security;
 
 /// The smallest `proto-buffer-budget`: room for a few large frames.
 pub const PROTO_BUFFER_BUDGET_MIN: u64 = 1 << 20;
@@ -16,6 +21,8 @@ pub const PROTO_BUFFER_BUDGET_MIN: u64 = 1 << 20;
 /// The HTTP port (`/metrics`, the console) of a node started without a
 /// configuration file.
 pub const DEFAULT_HTTP_PORT: u16 = 8081;
+/// The RESP port of a node started without a configuration file.
+pub const DEFAULT_REDIS_PORT: u16 = 6379;
 
 /// The node's whole configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,7 +73,39 @@ pub struct Config {
     /// off (None) unless configured, on 127.0.0.1:8081 without a file.
     pub http_address: IpAddr,
     pub http_port: Option<u16>,
+    /// `network { tls NAME { … } }` stanzas (preliminary: a certificate
+    /// and its key).
+    pub tls: Vec<TlsSpec>,
+    /// `network { service { tls-port P; tls-name NAME } }`: a TLS client
+    /// listener on the service address, presenting stanza NAME.
+    pub service_tls: Option<ServiceTls>,
+    /// `network { redis { address; port; namespace } }`: the RESP port
+    /// (None: off). Without a configuration file it is 127.0.0.1:6379,
+    /// and a port already taken only warns (`redis_optional`).
+    pub redis_address: IpAddr,
+    pub redis_port: Option<u16>,
+    pub redis_optional: bool,
+    /// The namespace Redis keys live in (None: the first one).
+    pub redis_namespace: Option<String>,
     pub namespaces: Vec<NamespaceConfig>,
+    /// `security { }`: access control on (None: off, as without the stanza).
+    pub security: Option<bolide_security::SecurityConfig>,
+}
+
+/// A `tls NAME { cert-file F; key-file F }` stanza.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsSpec {
+    pub name: String,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+/// The service's TLS listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceTls {
+    pub port: u16,
+    /// The `tls` stanza it presents.
+    pub name: String,
 }
 
 /// A configuration error, naming the line and the directive.
@@ -128,7 +167,14 @@ impl Default for Config {
             ticker_interval_seconds: 10,
             http_address: IpAddr::from([127, 0, 0, 1]),
             http_port: Some(DEFAULT_HTTP_PORT),
+            tls: Vec::new(),
+            service_tls: None,
+            redis_address: IpAddr::from([127, 0, 0, 1]),
+            redis_port: Some(DEFAULT_REDIS_PORT),
+            redis_optional: true,
+            redis_namespace: None,
             namespaces: vec![NamespaceConfig::with_name("test")],
+            security: None,
         }
     }
 }
@@ -298,13 +344,16 @@ impl Config {
         let mut config = Config {
             namespaces: Vec::new(),
             http_port: None,
+            redis_port: None,
+            redis_optional: false,
             ..Config::default()
         };
+        let mut audit_file = None;
         for item in tree(text)? {
             match item {
                 Item::Block { head, items } => match head.name {
                     "service" => config.service(&items)?,
-                    "logging" => config.logging(&items)?,
+                    "logging" => audit_file = config.logging(&items)?.or(audit_file),
                     "network" => config.network(&items)?,
                     "namespace" => {
                         let name = head.one()?;
@@ -317,7 +366,13 @@ impl Config {
                         let namespace = namespace(name, &items)?;
                         config.namespaces.push(namespace);
                     }
-                    "mod-lua" | "security" | "xdr" => {
+                    "security" => {
+                        if config.security.is_some() {
+                            return Err(head.error("security is configured twice"));
+                        }
+                        config.security = Some(security::parse(&head, &items)?);
+                    }
+                    "mod-lua" | "xdr" => {
                         return Err(head.error("context is not supported by Bolide yet"))
                     }
                     _ => return Err(head.error("unknown context")),
@@ -327,12 +382,28 @@ impl Config {
                 }
             }
         }
+        if let Some(security) = &mut config.security {
+            security.audit.file = audit_file;
+        }
         if config.namespaces.is_empty() {
             return Err(ConfigError {
                 line: 0,
                 directive: "namespace".into(),
                 message: "at least one namespace must be configured".into(),
             });
+        }
+        if let Some(name) = &config.redis_namespace {
+            if !config
+                .namespaces
+                .iter()
+                .any(|namespace| &namespace.name == name)
+            {
+                return Err(ConfigError {
+                    line: 0,
+                    directive: "network redis namespace".into(),
+                    message: format!("no namespace {name} is configured"),
+                });
+            }
         }
         Ok(config)
     }
@@ -407,7 +478,10 @@ impl Config {
         Ok(())
     }
 
-    fn logging(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
+    /// Returns the audit trail's own file: a file sink whose only context
+    /// is `audit`.
+    fn logging(&mut self, items: &[Item<'_>]) -> Result<Option<PathBuf>, ConfigError> {
+        let mut audit_file = None;
         for item in items {
             let Item::Block { head, items } = item else {
                 let Item::Directive(directive) = item else {
@@ -417,14 +491,20 @@ impl Config {
                     directive.error("expected 'console {' or 'file PATH {' in logging context")
                 );
             };
+            let sink_directives = directives(items, head.name)?;
+            let audit_only = !sink_directives.is_empty()
+                && sink_directives
+                    .iter()
+                    .all(|d| d.values.first().copied() == Some("audit"));
             match head.name {
                 "console" if head.values.is_empty() => {}
+                "file" if audit_only => audit_file = Some(PathBuf::from(head.one()?)),
                 "file" => self.log_file = Some(PathBuf::from(head.one()?)),
                 _ => {
                     return Err(head.error("unknown sink in logging context (console or file PATH)"))
                 }
             }
-            for directive in directives(items, head.name)? {
+            for directive in sink_directives {
                 if directive.name != "context" || directive.values.len() != 2 {
                     return Err(directive.error("expected 'context NAME LEVEL'"));
                 }
@@ -439,27 +519,71 @@ impl Config {
                         )))
                     }
                 };
-                self.log_level = level.to_owned();
+                // The audit context's level says only that audit lines go
+                // to the sink, not how much the node logs.
+                if directive.values.first().copied() != Some("audit") {
+                    self.log_level = level.to_owned();
+                }
             }
         }
-        Ok(())
+        Ok(audit_file)
     }
 
     fn network(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
+        // service { tls-port; tls-name; tls-authenticate-client }, checked
+        // once the whole network context is read.
+        let mut tls_port = None;
+        let mut tls_name = None;
+        let mut tls_authenticate_client = None;
         for item in items {
             let Item::Block { head, items } = item else {
                 let Item::Directive(directive) = item else {
                     continue;
                 };
                 return Err(directive.error(
-                    "expected a sub-context (service, heartbeat, fabric, info) in network",
+                    "expected a sub-context (service, heartbeat, fabric, info, tls) in network",
                 ));
             };
             if head.name == "heartbeat" {
                 self.clustering = true;
             }
+            if head.name == "tls" {
+                self.tls_stanza(head, items)?;
+                continue;
+            }
             for directive in directives(items, head.name)? {
                 match (head.name, directive.name) {
+                    ("service", "tls-port") => {
+                        tls_port = Some((directive.number::<u16>()?, directive));
+                    }
+                    ("service", "tls-name") => tls_name = Some((directive.one()?, directive)),
+                    ("service", "tls-authenticate-client") => {
+                        if directive.one()? != "false" {
+                            return Err(directive.error(
+                                "only 'false' (no client certificates) is supported yet; \
+                                 TLS in Bolide is preliminary",
+                            ));
+                        }
+                        tls_authenticate_client = Some(directive);
+                    }
+                    (
+                        "service" | "heartbeat" | "fabric" | "info",
+                        "tls-address"
+                        | "tls-access-address"
+                        | "tls-access-port"
+                        | "tls-alternate-access-address"
+                        | "tls-alternate-access-port"
+                        | "tls-port"
+                        | "tls-name"
+                        | "tls-authenticate-client"
+                        | "tls-mesh-seed-address-port",
+                    ) => {
+                        return Err(directive.error(format!(
+                            "not supported by Bolide yet in network {} (TLS is preliminary: \
+                             service tls-port, tls-name and tls-authenticate-client false only)",
+                            head.name
+                        )));
+                    }
                     ("service", "address") => self.service_address = address(directive)?,
                     ("service", "port") => self.service_port = directive.number()?,
                     ("service", "access-address") => {
@@ -511,25 +635,89 @@ impl Config {
                         directive.number::<u64>()?;
                     }
                     ("info", "port") => self.info_port = Some(directive.number()?),
+                    ("redis", "port") => self.redis_port = Some(directive.number()?),
+                    ("redis", "address") => self.redis_address = address(directive)?,
+                    ("redis", "namespace") => {
+                        self.redis_namespace = Some(directive.one()?.to_owned())
+                    }
                     ("http", "port") => self.http_port = Some(directive.number()?),
                     ("http", "address") => self.http_address = address(directive)?,
                     ("info", "address") => {
                         address(directive)?;
                     }
-                    ("service" | "heartbeat" | "fabric" | "info" | "http", _) => {
+                    ("service" | "heartbeat" | "fabric" | "info" | "http" | "redis", _) => {
                         return Err(directive.error(format!(
                             "unknown directive in network {} context",
                             head.name
                         )));
                     }
-                    _ => {
-                        return Err(head.error(
-                            "unknown network sub-context (service, heartbeat, fabric, info, http)",
-                        ))
-                    }
+                    _ => return Err(head.error(
+                        "unknown network sub-context (service, heartbeat, fabric, info, http, redis, tls)",
+                    )),
                 }
             }
         }
+        match (tls_port, tls_name) {
+            (None, None) => {
+                if let Some(directive) = tls_authenticate_client {
+                    return Err(directive.error("needs tls-port and tls-name in network service"));
+                }
+            }
+            (Some((_, directive)), None) => {
+                return Err(directive.error("needs tls-name (the tls stanza to present)"))
+            }
+            (None, Some((_, directive))) => {
+                return Err(directive.error("needs tls-port in network service"))
+            }
+            (Some((port, port_directive)), Some((name, name_directive))) => {
+                if !self.tls.iter().any(|spec| spec.name == name) {
+                    return Err(
+                        name_directive.error(format!("no 'tls {name} {{ … }}' stanza in network"))
+                    );
+                }
+                if tls_authenticate_client.is_none() {
+                    return Err(port_directive.error(
+                        "needs 'tls-authenticate-client false': without it Aerospike asks \
+                         clients for certificates, which Bolide does not support yet",
+                    ));
+                }
+                self.service_tls = Some(ServiceTls {
+                    port,
+                    name: name.to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `tls NAME { cert-file F; key-file F }` (preliminary: other
+    /// directives are refused by name).
+    fn tls_stanza(&mut self, head: &Directive<'_>, items: &[Item<'_>]) -> Result<(), ConfigError> {
+        let name = head.one()?;
+        if self.tls.iter().any(|spec| spec.name == name) {
+            return Err(head.error(format!("tls '{name}' is defined twice")));
+        }
+        let mut cert_file = None;
+        let mut key_file = None;
+        for directive in directives(items, "tls")? {
+            match directive.name {
+                "cert-file" => cert_file = Some(PathBuf::from(directive.one()?)),
+                "key-file" => key_file = Some(PathBuf::from(directive.one()?)),
+                "ca-file" | "ca-path" | "key-file-password" | "cert-blacklist" | "cipher-suite"
+                | "protocols" | "pki-user-append-ou" => return Err(directive.error(
+                    "not supported by Bolide yet (TLS is preliminary: cert-file and key-file only)",
+                )),
+                _ => return Err(directive.error("unknown directive in tls context")),
+            }
+        }
+        let (Some(cert_file), Some(key_file)) = (cert_file, key_file) else {
+            return Err(head.error("a tls stanza needs cert-file and key-file"));
+        };
+        self.tls.push(TlsSpec {
+            name: name.to_owned(),
+            cert_file,
+            key_file,
+        });
         Ok(())
     }
 }
@@ -695,6 +883,7 @@ fn storage_engine(
         StorageEngine::Device => "storage-engine device",
     };
     let mut device = DeviceConfig::new(Vec::new(), 0);
+    let mut compression_line = None;
     for directive in directives(items, context)? {
         match (engine, directive.name) {
             (_, "file" | "device") => device.files.push(PathBuf::from(directive.one()?)),
@@ -727,6 +916,33 @@ fn storage_engine(
                 device.min_avail_pct = directive.percent()?
             }
             (_, "max-write-cache") => device.max_write_cache = directive.size()?,
+            (_, "compression") => {
+                let name = directive.one()?;
+                device.compression.method = Method::parse(name).ok_or_else(|| {
+                    directive.error(format!(
+                        "'{name}' is not a compression method (none, lz4, snappy or zstd)"
+                    ))
+                })?;
+                compression_line = Some(directive.line);
+            }
+            (_, "compression-level") => {
+                device.compression.level = directive.number()?;
+                if !(1..=COMPRESSION_LEVEL_MAX).contains(&device.compression.level) {
+                    return Err(directive.error(format!(
+                        "compression-level must be 1 to {COMPRESSION_LEVEL_MAX} (zstd only)"
+                    )));
+                }
+                compression_line = compression_line.or(Some(directive.line));
+            }
+            (_, "compression-acceleration") => {
+                device.compression.acceleration = directive.number()?;
+                if !(1..=COMPRESSION_ACCELERATION_MAX).contains(&device.compression.acceleration) {
+                    return Err(directive.error(format!(
+                        "compression-acceleration must be 1 to {COMPRESSION_ACCELERATION_MAX} (lz4 only)"
+                    )));
+                }
+                compression_line = compression_line.or(Some(directive.line));
+            }
             (StorageEngine::Device, "max-used-pct" | "stop-writes-used-pct") => {
                 device.max_used_pct = directive.percent()?
             }
@@ -753,6 +969,14 @@ fn storage_engine(
     if device.files.is_empty() {
         if engine == StorageEngine::Device {
             return Err(head.error("storage-engine device needs at least one file or device"));
+        }
+        if let Some(line) = compression_line {
+            // Records are compressed where they are written to storage.
+            return Err(ConfigError {
+                line,
+                directive: "compression".into(),
+                message: "storage compression needs storage files (file or device lines)".into(),
+            });
         }
         config.device = None;
         return Ok(());
@@ -922,6 +1146,69 @@ namespace legacy {
         assert!(Config::parse("service {\n}\n").is_err(), "no namespace");
         let error = Config::parse("namespace t {\n stop-writes-pct 120\n}\n").expect_err("percent");
         assert_eq!(error.line, 2);
+    }
+
+    #[test]
+    fn a_preliminary_tls_listener_and_clear_errors_for_the_rest() {
+        let text = |service: &str, tls: &str| {
+            format!(
+                "network {{\n    tls main {{\n{tls}    }}\n    service {{\n        port 3000\n{service}    }}\n}}\nnamespace test {{\n}}\n"
+            )
+        };
+        let stanza =
+            "        cert-file /etc/bolide/cert.pem\n        key-file /etc/bolide/key.pem\n";
+        let listener =
+            "        tls-port 4333\n        tls-name main\n        tls-authenticate-client false\n";
+        let config = Config::parse(&text(listener, stanza)).expect("valid");
+        assert_eq!(
+            config.tls,
+            [TlsSpec {
+                name: "main".into(),
+                cert_file: "/etc/bolide/cert.pem".into(),
+                key_file: "/etc/bolide/key.pem".into(),
+            }]
+        );
+        assert_eq!(
+            config.service_tls,
+            Some(ServiceTls {
+                port: 4333,
+                name: "main".into()
+            })
+        );
+        // A stanza alone opens no listener.
+        let config = Config::parse(&text("", stanza)).expect("valid");
+        assert_eq!(config.service_tls, None);
+        let error_of =
+            |service: &str, tls: &str| Config::parse(&text(service, tls)).expect_err("invalid");
+        // Aerospike's default asks clients for certificates: not yet.
+        let error = error_of("        tls-port 4333\n        tls-name main\n", stanza);
+        assert_eq!((error.line, error.directive.as_str()), (8, "tls-port"));
+        assert!(
+            error.message.contains("tls-authenticate-client false"),
+            "{error}"
+        );
+        let error = error_of(
+            "        tls-port 4333\n        tls-name main\n        tls-authenticate-client any\n",
+            stanza,
+        );
+        assert_eq!(error.directive, "tls-authenticate-client");
+        let error = error_of("        tls-port 4333\n        tls-name other\n        tls-authenticate-client false\n", stanza);
+        assert_eq!((error.line, error.directive.as_str()), (9, "tls-name"));
+        let error = error_of("        tls-port 4333\n", stanza);
+        assert!(error.message.contains("needs tls-name"), "{error}");
+        let error = error_of("        tls-address 10.0.0.1\n", stanza);
+        assert_eq!(error.directive, "tls-address");
+        assert!(error.message.contains("not supported"), "{error}");
+        let error = error_of("", "        cert-file /c.pem\n        ca-file /ca.pem\n");
+        assert_eq!((error.line, error.directive.as_str()), (4, "ca-file"));
+        let error = error_of("", "        cert-file /c.pem\n");
+        assert_eq!((error.line, error.directive.as_str()), (2, "tls"));
+        assert!(error.message.contains("key-file"), "{error}");
+        let error = Config::parse(
+            "network {\n    heartbeat {\n        mode mesh\n        tls-port 3012\n    }\n}\nnamespace test {\n}\n",
+        )
+        .expect_err("heartbeat tls");
+        assert_eq!((error.line, error.directive.as_str()), (4, "tls-port"));
     }
 
     #[test]

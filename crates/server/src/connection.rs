@@ -1,22 +1,62 @@
 //! One client connection: read bytes, answer every complete frame in
 //! order, write the answers back, repeat. Requests run to completion on
 //! this event loop's thread; pipelined requests are answered in order.
+//! Every byte goes through the connection's [`Connection`] (plain or TLS),
+//! the answers of stream jobs (scans, large batches) included: the job
+//! fills chunks on another thread and hands them back to this task.
+//!
+//! A connection gets a [`Context`], the parts of the node it uses, and
+//! keeps its own buffers and accounts in a [`Session`].
 
-use crate::budget::{ConnectionBudget, Input, NoRoom, READ_CHUNK_BYTES};
-use crate::info;
-use crate::latency::Timing;
-use crate::node::Node;
-use bolide_transaction::{Cluster, Outcome, Remote, Scratch, StreamJob, CHUNK_BYTES};
+use crate::budget::{Budget, ConnectionBudget, Input, NoRoom, READ_CHUNK_BYTES};
+use crate::counters::NodeCounters;
+use crate::info::Info;
+use crate::latency::{Latencies, Timing};
+use crate::net::{tls::ServerTls, Connection};
+use arc_swap::ArcSwap;
+use bolide_cluster::routing::Gates;
+use bolide_cluster::Routing;
+use bolide_store::Store;
+use bolide_transaction::{
+    Caller, Cluster, Outcome, Remote, RemoteRunner, Scratch, StreamJob, CHUNK_BYTES,
+};
 use bolide_wire::frame::{frame_length, MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use bolide_wire::response::{append_admin_not_enabled, append_info};
-use std::io::{Read, Write};
+use std::future::Future;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
+use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncWriteExt, Interest};
-use tokio::net::TcpStream;
+
+/// What a client connection needs of the node.
+pub struct Context {
+    pub store: Arc<Store>,
+    /// The routing in force (the cluster thread publishes new ones).
+    pub routing: Arc<ArcSwap<Routing>>,
+    pub gates: Arc<Gates>,
+    /// Carries out batch rows' remote work from blocking threads.
+    pub runner: Arc<dyn RemoteRunner>,
+    /// Carries out single requests' remote work on this event loop.
+    pub remote: Arc<dyn RemoteWork>,
+    pub info: Arc<Info>,
+    pub budget: Arc<Budget>,
+    pub latencies: Arc<Latencies>,
+    pub counters: Arc<NodeCounters>,
+    /// A connection that sends nothing for this long is closed.
+    pub idle: Option<Duration>,
+}
+
+/// The fabric, as a connection sees it: the work a request needs on other
+/// nodes goes in, the request's answer comes out. (The cluster implements
+/// it; a connection knows nothing of nodes or lanes.)
+pub trait RemoteWork: Send + Sync {
+    /// The answer to `remote`'s request once its work is done, framed as
+    /// the request asked. Runs as a task of the calling event loop.
+    fn complete(&self, remote: Remote) -> Pin<Box<dyn Future<Output = Vec<u8>>>>;
+}
 
 /// Why a connection is closed by the server.
 #[derive(Debug)]
@@ -48,57 +88,95 @@ pub enum Step {
     Close(Close),
 }
 
-/// Serves one connection until the peer leaves or misbehaves.
-pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let local = stream
-        .local_addr()
-        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], node.config.service_port)));
+/// One connection's buffers and accounts, reused across its requests.
+pub struct Session<'c> {
+    /// Received bytes not yet answered.
+    pub input: Input,
+    /// Answers not yet written.
+    pub output: Vec<u8>,
+    pub scratch: Scratch,
+    pub budget: ConnectionBudget<'c>,
+    pub timing: Timing<'c>,
+    /// Requests that need other nodes, with where their answers go in
+    /// `output`.
+    pub pending: Vec<(usize, Remote)>,
+    /// The address the client connected to (`service` answers it).
+    pub local: SocketAddr,
+    /// Who is asking: every request is checked against it.
+    pub caller: Caller,
+}
+
+impl<'c> Session<'c> {
+    pub fn new(context: &'c Context, local: SocketAddr, caller: Caller) -> Session<'c> {
+        Session {
+            input: Input::default(),
+            output: Vec::with_capacity(READ_CHUNK_BYTES),
+            scratch: Scratch::default(),
+            budget: ConnectionBudget::new(&context.budget),
+            timing: Timing::new(&context.latencies),
+            pending: Vec::new(),
+            local,
+            caller,
+        }
+    }
+}
+
+/// Serves one accepted socket until the peer leaves or misbehaves; with
+/// `tls`, after the handshake.
+pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Option<ServerTls>) {
     let peer = stream.peer_addr().ok();
-    let reason = run(&node, &mut stream, local).await;
+    let mut connection = match Connection::accept(stream, tls.as_ref()).await {
+        Ok(connection) => connection,
+        Err(error) => {
+            context
+                .counters
+                .tls_handshake_failures
+                .fetch_add(1, Relaxed);
+            context.counters.connections_closed.fetch_add(1, Relaxed);
+            tracing::debug!(?peer, %error, "closing connection: TLS handshake failed");
+            return;
+        }
+    };
+    let local = connection
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let caller = Caller::client(peer);
+    let reason = run(&context, &mut connection, local, caller).await;
     match &reason {
         Close::Peer => {}
         Close::BadFrame(error) => {
-            node.bad_frames.fetch_add(1, Relaxed);
+            context.counters.bad_frames.fetch_add(1, Relaxed);
             tracing::debug!(?peer, %error, "closing connection: bad frame");
         }
         Close::Io(error) => tracing::debug!(?peer, %error, "closing connection: i/o error"),
         other => tracing::debug!(?peer, reason = ?other, "closing connection"),
     }
-    node.connections_closed.fetch_add(1, Relaxed);
+    context.counters.connections_closed.fetch_add(1, Relaxed);
 }
 
-async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Close {
-    let mut input = Input::default();
-    // Requests that need other nodes, with where their answers go.
-    let mut pending: Vec<(usize, Remote)> = Vec::new();
-    let mut output: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
-    let mut scratch = Scratch::default();
-    let mut budget = ConnectionBudget::new(&node.budget);
-    let mut timing = Timing::new(&node.latencies);
-    let idle = match node.config.proto_fd_idle_ms {
-        0 => None,
-        ms => Some(Duration::from_millis(ms)),
-    };
+async fn run(
+    context: &Context,
+    connection: &mut Connection,
+    local: SocketAddr,
+    caller: Caller,
+) -> Close {
+    let mut session = Session::new(context, local, caller);
     loop {
-        let step = answer_buffered(
-            node,
-            &mut input,
-            &mut output,
-            &mut scratch,
-            &mut budget,
-            &mut timing,
-            local,
-            &mut pending,
-        );
+        let step = answer_buffered(context, &mut session);
+        let Session {
+            input,
+            output,
+            scratch,
+            budget,
+            timing,
+            pending,
+            ..
+        } = &mut session;
         // Each runs as a task of this event loop (all at once); the
         // answers are put in order below.
         let remote: Vec<(usize, tokio::task::JoinHandle<Vec<u8>>)> = pending
             .drain(..)
-            .map(|(at, work)| {
-                let answer = crate::cluster::remote::complete(Arc::clone(node), work);
-                (at, tokio::task::spawn_local(answer))
-            })
+            .map(|(at, work)| (at, tokio::task::spawn_local(context.remote.complete(work))))
             .collect();
         // commit-to-device: the answers wait until their writes are
         // durable; every connection waiting shares one flush (group commit).
@@ -121,25 +199,25 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
                 }
             }
             ordered.extend_from_slice(&output[copied..]);
-            output = ordered;
+            *output = ordered;
         }
         if !output.is_empty() {
-            budget.charge_output(&output, output.capacity(), Some(stream.as_fd()));
-            if let Err(error) = stream.write_all(&output).await {
+            budget.charge_output(output, output.capacity(), Some(connection.as_fd()));
+            if let Err(error) = connection.write_all(output).await {
                 return Close::Io(error);
             }
             timing.written();
             output.clear();
-            budget.settle_output(&mut output);
+            budget.settle_output(output);
         }
         match step {
             Step::Read => {}
             Step::Flush => continue,
             Step::Stream(job, bytes) => {
-                if let Err(no_room) = budget.reserve_job(bytes, Some(stream.as_fd())).await {
+                if let Err(no_room) = budget.reserve_job(bytes, Some(connection.as_fd())).await {
                     return Close::Budget(no_room);
                 }
-                let result = stream_job(stream, job).await;
+                let result = stream_job(connection, job).await;
                 budget.release_job();
                 if let Err(error) = result {
                     return Close::Io(error);
@@ -148,18 +226,21 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
                 continue;
             }
             Step::Inflate(bytes) => {
-                if let Err(no_room) = budget.reserve_inflation(bytes, Some(stream.as_fd())).await {
+                if let Err(no_room) = budget
+                    .reserve_inflation(bytes, Some(connection.as_fd()))
+                    .await
+                {
                     return Close::Budget(no_room);
                 }
                 continue;
             }
             Step::Close(close) => return close,
         }
-        if let Err(no_room) = budget.make_room(&mut input, Some(stream.as_fd())).await {
+        if let Err(no_room) = budget.make_room(input, Some(connection.as_fd())).await {
             return Close::Budget(no_room);
         }
-        let read = read_some(stream, input.buffer());
-        let read = match idle {
+        let read = connection.read_some(input.buffer());
+        let read = match context.idle {
             Some(limit) => match tokio::time::timeout(limit, read).await {
                 Ok(result) => result,
                 Err(_) => return Close::Idle,
@@ -174,37 +255,41 @@ async fn run(node: &Arc<Node>, stream: &mut TcpStream, local: SocketAddr) -> Clo
     }
 }
 
-/// Answers every complete frame in `input`, in order, into `output`, until
-/// one needs the connection's attention (a stream job, room to inflate, a
-/// full output, a bad frame). Consumes the frames it answered. A request
-/// that needs other nodes first goes to `pending` with the place its
-/// answer takes in `output`.
+/// Answers every complete frame in the session's input, in order, into its
+/// output, until one needs the connection's attention (a stream job, room
+/// to inflate, a full output, a bad frame). Consumes the frames it
+/// answered. A request that needs other nodes first goes to `pending`
+/// with the place its answer takes in the output.
 // PERF: hot path.
-#[allow(clippy::too_many_arguments)]
-pub fn answer_buffered(
-    node: &Node,
-    input: &mut Input,
-    output: &mut Vec<u8>,
-    scratch: &mut Scratch,
-    budget: &mut ConnectionBudget<'_>,
-    timing: &mut Timing<'_>,
-    local: SocketAddr,
-    pending: &mut Vec<(usize, Remote)>,
-) -> Step {
+pub fn answer_buffered(context: &Context, session: &mut Session<'_>) -> Step {
     loop {
-        if output.len() >= crate::budget::CONNECTION_FREE_BYTES {
+        if session.output.len() >= crate::budget::CONNECTION_FREE_BYTES {
             return Step::Flush;
         }
-        let (header, total) = match frame_length(input.data()) {
+        let (header, total) = match frame_length(session.input.data()) {
             Ok(Some(frame)) => frame,
             Ok(None) => return Step::Read,
             Err(error) => return Step::Close(Close::BadFrame(error)),
         };
+        let Session {
+            input,
+            output,
+            scratch,
+            budget,
+            timing,
+            pending,
+            local,
+            caller,
+        } = &mut *session;
         let body = input
             .data()
             .get(PROTO_HEADER_BYTES..total)
             .unwrap_or_default();
-        match dispatch(node, header, body, local, output, scratch, budget, timing) {
+        let at = Place {
+            local: *local,
+            caller,
+        };
+        match dispatch(context, header, body, &at, output, scratch, budget, timing) {
             Ok(Outcome::Answered) => input.consume(total),
             Ok(Outcome::Remote(work)) => {
                 input.consume(total);
@@ -222,101 +307,119 @@ pub fn answer_buffered(
     }
 }
 
-/// What a stream job's buffers charge: its chunk, and the copy of its
-/// request a batch keeps.
+/// Chunk buffers a stream job has: one being filled by the job while the
+/// connection writes the other.
+const STREAM_BUFFERS: usize = 2;
+/// A chunk buffer's capacity: a chunk and the record that crosses its end.
+const STREAM_BUFFER_BYTES: usize = CHUNK_BYTES + READ_CHUNK_BYTES;
+
+/// What a stream job's buffers charge: its chunk buffers, and the copy of
+/// its request a batch keeps.
 fn stream_job_bytes(frame_bytes: usize) -> u64 {
-    (CHUNK_BYTES + READ_CHUNK_BYTES + frame_bytes) as u64
+    (STREAM_BUFFERS * STREAM_BUFFER_BYTES + frame_bytes) as u64
 }
 
-/// Reads whatever is available into `input`.
+/// Runs a stream job (scan, query, large batch): the job fills chunks of
+/// whole frames on another thread and hands each to this task through a
+/// bounded channel; this task writes it through the connection and hands
+/// the buffer back. With [`STREAM_BUFFERS`] buffers the job fills one
+/// while the other is written, and memory stays at those buffers whatever
+/// the result's size. A slow client slows the job (it waits for a buffer);
+/// a client that stops reading for [`STREAM_WRITE_TIMEOUT`], or leaves,
+/// ends the write with an error, the channels close, and the job stops at
+/// its next chunk. The event loop serves its other connections meanwhile.
 ///
-/// A read that returns less than the free space drained the socket, so the
-/// readiness flag is cleared right away: the next call then waits for the
-/// event loop instead of spending a `read` syscall to learn `EAGAIN`. With
-/// request/response traffic that saves one syscall per request.
-// PERF: hot path.
-async fn read_some(stream: &TcpStream, input: &mut Vec<u8>) -> std::io::Result<usize> {
-    loop {
-        stream.readable().await?;
-        let space = input.capacity() - input.len();
-        match stream.try_read_buf(input) {
-            Ok(read) => {
-                if read > 0 && read < space {
-                    let _ = stream.try_io(Interest::READABLE, || {
-                        Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
-                    });
-                }
-                return Ok(read);
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(error) => return Err(error),
-        }
-    }
-}
-
-/// Runs a stream job (scan, large batch) off the event loop. The job also
-/// writes its chunks to the client through a duplicate of the socket in
-/// blocking mode: the kernel's send work then runs on the job's thread (at
-/// the job's priority) instead of on the event loop. The event loop does not
-/// touch this connection until the job ends; a client that stops reading
-/// for [`STREAM_WRITE_TIMEOUT`] or goes away ends the job with an error, and
-/// the connection is closed.
-///
-/// Foreground jobs (large batches) run on the blocking pool. Background jobs
-/// (scans) get a thread of their own in `SCHED_IDLE`, which ends with the
-/// job: the scheduler runs it only when nothing else on that CPU wants to
-/// run, so a scan takes the CPU time the event loops leave and never the
-/// time they need. (A pool thread could not be handed back: an unprivileged
-/// thread may not leave `SCHED_IDLE`.)
-async fn stream_job(stream: &mut TcpStream, job: Box<dyn StreamJob>) -> std::io::Result<()> {
-    let mut socket = std::net::TcpStream::from(stream.as_fd().try_clone_to_owned()?);
-    socket.set_nonblocking(false)?;
-    socket.set_write_timeout(Some(STREAM_WRITE_TIMEOUT))?;
-    let background = job.is_background();
-    let run = move || {
-        if background {
-            set_thread_idle();
-        }
-        let written = write_stream(job, &mut socket);
-        // The duplicate shares the socket's flags: hand it back non-blocking.
-        let restored = socket
-            .set_write_timeout(None)
-            .and_then(|()| socket.set_nonblocking(true));
-        written.and(restored)
-    };
+/// Foreground jobs (large batches, secondary-index queries) fill on the
+/// blocking pool. Scans fill on a thread of their own in `SCHED_IDLE`,
+/// which ends with the job: the scheduler runs it only when nothing else
+/// on that CPU wants to run, so a scan takes the CPU time the event loops
+/// leave and never the time they need. (A pool thread could not be handed
+/// back: an unprivileged thread may not leave `SCHED_IDLE`.)
+async fn stream_job(connection: &mut Connection, job: Box<dyn StreamJob>) -> std::io::Result<()> {
     let failed = || std::io::Error::other("stream job failed");
-    if !background {
-        return tokio::task::spawn_blocking(run)
-            .await
-            .map_err(|_| failed())?;
+    let (filled_sender, mut filled) = tokio::sync::mpsc::channel(STREAM_BUFFERS);
+    let (empty, empty_receiver) = std::sync::mpsc::sync_channel(STREAM_BUFFERS);
+    for _ in 0..STREAM_BUFFERS {
+        let _ = empty.try_send(Vec::with_capacity(STREAM_BUFFER_BYTES));
     }
-    // At most SCAN_THREADS_MAX scans run at once; more wait their turn here
-    // (as they did for the blocking pool), so many scan connections cannot
-    // make a thread and a chunk buffer each.
-    let permit = SCAN_THREADS.acquire().await.map_err(|_| failed())?;
-    let (done, result) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("scan".into())
-        .spawn(move || {
-            let _permit = permit;
-            // The connection may be gone; then nobody wants the result.
-            let _ = done.send(run());
-        })?;
-    result.await.map_err(|_| failed())?
+    let (done_sender, done) = tokio::sync::oneshot::channel();
+    let background = job.is_background();
+    let fill = move || {
+        if background {
+            crate::system::set_thread_idle();
+        }
+        let finished = fill_chunks(job, &filled_sender, &empty_receiver);
+        let _ = done_sender.send(finished);
+    };
+    if background {
+        // At most SCAN_THREADS_MAX scans run at once; more wait their turn
+        // here, so many scan connections cannot make a thread and chunk
+        // buffers each.
+        let permit = SCAN_THREADS.acquire().await.map_err(|_| failed())?;
+        std::thread::Builder::new()
+            .name("scan".into())
+            .spawn(move || {
+                let _permit = permit;
+                fill();
+            })?;
+    } else {
+        // Detached: the job reports through `done`.
+        drop(tokio::task::spawn_blocking(fill));
+    }
+    let written = write_chunks(connection, &mut filled, &empty).await;
+    // Whatever happened, the job ends now: with its channels closed it
+    // stops at its next chunk. Its buffers are gone once it reports.
+    drop(filled);
+    drop(empty);
+    let finished = done.await.unwrap_or(false);
+    written?;
+    if finished {
+        Ok(())
+    } else {
+        Err(failed())
+    }
 }
 
-/// Fills and sends the job's chunks until it finishes or the client fails.
-fn write_stream(
-    mut job: Box<dyn StreamJob>,
-    socket: &mut std::net::TcpStream,
+/// Writes the chunks a job fills, in order, and hands the buffers back.
+async fn write_chunks(
+    connection: &mut Connection,
+    filled: &mut tokio::sync::mpsc::Receiver<Vec<u8>>,
+    empty: &std::sync::mpsc::SyncSender<Vec<u8>>,
 ) -> std::io::Result<()> {
-    let mut chunk = Vec::with_capacity(CHUNK_BYTES + READ_CHUNK_BYTES);
+    while let Some(mut chunk) = filled.recv().await {
+        if !chunk.is_empty() {
+            connection
+                .write_all_within(&chunk, STREAM_WRITE_TIMEOUT)
+                .await?;
+        }
+        chunk.clear();
+        if chunk.capacity() > STREAM_BUFFER_BYTES {
+            // A record larger than a chunk grew it: back to the charged size.
+            chunk = Vec::with_capacity(STREAM_BUFFER_BYTES);
+        }
+        let _ = empty.try_send(chunk);
+    }
+    Ok(())
+}
+
+/// Fills chunks until the job finishes (true) or the connection stops
+/// taking them (false). Runs on the job's thread.
+fn fill_chunks(
+    mut job: Box<dyn StreamJob>,
+    filled: &tokio::sync::mpsc::Sender<Vec<u8>>,
+    empty: &std::sync::mpsc::Receiver<Vec<u8>>,
+) -> bool {
     loop {
+        let Ok(mut chunk) = empty.recv() else {
+            return false;
+        };
         chunk.clear();
         let finished = job.fill(&mut chunk);
-        socket.write_all(&chunk)?;
+        if filled.blocking_send(chunk).is_err() {
+            return false;
+        }
         if finished {
-            return Ok(());
+            return true;
         }
     }
 }
@@ -326,36 +429,13 @@ fn write_stream(
 pub const SCAN_THREADS_MAX: usize = 128;
 static SCAN_THREADS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(SCAN_THREADS_MAX);
 
-/// How long a stream job waits for a client that does not read.
+/// How long a stream job waits for a client that accepts no byte.
 const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Nice value of the defragmentation thread. Under CFS a nice-10 thread
-/// gets about a tenth of a core that a nice-0 event loop also wants, and
-/// all of an idle one. (Not `SCHED_IDLE` like scans: defragmentation must
-/// keep up with overwrites on a saturated node, or writes stop.)
-pub(crate) const BACKGROUND_NICE: i32 = 10;
-
-/// Sets the calling thread's nice value (Linux: per thread). Best effort.
-pub(crate) fn set_thread_nice(nice: i32) {
-    #[expect(unsafe_code, reason = "libc calls on the current thread")]
-    // SAFETY: gettid has no preconditions; setpriority only reads its
-    // arguments and changes this thread's scheduling weight. Lowering
-    // priority needs no privilege.
-    unsafe {
-        let thread = libc::gettid();
-        let _ = libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, nice);
-    }
-}
-
-/// Puts the calling thread in `SCHED_IDLE`. Best effort.
-fn set_thread_idle() {
-    #[expect(unsafe_code, reason = "libc call on the current thread")]
-    // SAFETY: sched_setscheduler(0, ..) changes only the calling thread and
-    // reads only `param`, which lives across the call.
-    unsafe {
-        let param = libc::sched_param { sched_priority: 0 };
-        let _ = libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
-    }
+/// Where a frame came from: the connection's address and its caller.
+struct Place<'s> {
+    local: SocketAddr,
+    caller: &'s Caller,
 }
 
 /// Why a frame was not answered.
@@ -372,10 +452,10 @@ enum Dispatch {
     reason = "the connection's parts, borrowed separately on the hot path"
 )]
 fn dispatch(
-    node: &Node,
+    context: &Context,
     header: ProtoHeader,
     body: &[u8],
-    local: SocketAddr,
+    at: &Place<'_>,
     output: &mut Vec<u8>,
     scratch: &mut Scratch,
     budget: &mut ConnectionBudget<'_>,
@@ -384,27 +464,28 @@ fn dispatch(
     match header.message_type {
         MessageType::Message => {
             timing.answered(body);
-            let routing = node.cluster.routing.load();
+            let routing = context.routing.load();
             let cluster = Cluster {
-                runner: Some(&node.runner),
-                ..Cluster::new(&routing, &node.cluster.gates)
+                runner: Some(&context.runner),
+                ..Cluster::new(&routing, &context.gates)
             };
             return Ok(bolide_transaction::execute(
-                &node.store,
+                &context.store,
                 &cluster,
+                at.caller,
                 body,
                 output,
                 scratch,
             ));
         }
         MessageType::Info => {
-            node.info_requests.fetch_add(1, Relaxed);
+            context.counters.info_requests.fetch_add(1, Relaxed);
             let mut answer = Vec::new();
-            info::answer(node, body, local, &mut answer);
+            context.info.answer(body, at.local, at.caller, &mut answer);
             append_info(output, &answer);
         }
         MessageType::Admin => {
-            node.admin_requests.fetch_add(1, Relaxed);
+            context.counters.admin_requests.fetch_add(1, Relaxed);
             append_admin_not_enabled(output);
         }
         MessageType::Compressed => {
@@ -420,14 +501,15 @@ fn dispatch(
             }
             let inner_body = inner.get(PROTO_HEADER_BYTES..).unwrap_or_default();
             timing.answered(inner_body);
-            let routing = node.cluster.routing.load();
+            let routing = context.routing.load();
             let cluster = Cluster {
-                runner: Some(&node.runner),
-                ..Cluster::new(&routing, &node.cluster.gates)
+                runner: Some(&context.runner),
+                ..Cluster::new(&routing, &context.gates)
             };
             return Ok(bolide_transaction::execute(
-                &node.store,
+                &context.store,
                 &cluster,
+                at.caller,
                 inner_body,
                 output,
                 scratch,

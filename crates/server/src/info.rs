@@ -1,9 +1,14 @@
 //! Info commands (proto type 1): what clients send to discover and tend
 //! the node, and what tools ask for statistics.
 
-use crate::cluster;
-use crate::node::{process_rss_bytes, system_memory_bytes, Node, PROTOCOL_BUILD};
+use crate::budget::Budget;
+use crate::cluster::{self, ClusterService};
+use crate::config::Config;
+use crate::counters::NodeCounters;
+use crate::latency::Latencies;
+use crate::system::{process_rss_bytes, system_memory_bytes};
 use bolide_store::Namespace;
+use bolide_transaction::{Caller, Permission};
 use bolide_types::{
     now_citrusleaf_milliseconds, now_citrusleaf_seconds, CITRUSLEAF_EPOCH_UNIX_SECONDS,
     PARTITION_COUNT,
@@ -12,6 +17,11 @@ use bolide_wire::info::{append_answer, commands, InfoCommand};
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// The protocol version the node reports in `build`. Clients switch
+/// features on it; 8.1 selects the current batch, scan and info syntaxes.
+pub const PROTOCOL_BUILD: &str = "8.1.0.0";
 
 const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-index;cdt-list;cdt-map;cluster-stable;float;geo;\
 sindex-exists;peers;pipelining;pquery;pscans;query-show;relaxed-sc;replicas;replicas-all;replicas-master;\
@@ -37,22 +47,109 @@ const SUMMARY: &[&str] = &[
     "partition-generation",
 ];
 
-/// Answers an info request body; `local` is the address the request came in on.
-pub fn answer(node: &Node, body: &[u8], local: SocketAddr, out: &mut Vec<u8>) {
-    if body.is_empty() {
-        for name in SUMMARY {
-            append_answer(out, name, &value(node, &InfoCommand::parse(name), local));
+/// What the info commands read and act on: the whole node's figures and
+/// configuration, but nothing of its connections.
+pub struct Info {
+    config: Arc<Config>,
+    node_id: u64,
+    cluster: Arc<cluster::Context>,
+    latencies: Arc<Latencies>,
+    budget: Arc<Budget>,
+    counters: Arc<NodeCounters>,
+}
+
+impl Info {
+    pub fn new(
+        config: Arc<Config>,
+        node_id: u64,
+        cluster: Arc<cluster::Context>,
+        latencies: Arc<Latencies>,
+        budget: Arc<Budget>,
+        counters: Arc<NodeCounters>,
+    ) -> Info {
+        Info {
+            config,
+            node_id,
+            cluster,
+            latencies,
+            budget,
+            counters,
         }
-        return;
     }
-    for raw in commands(body) {
-        let text = String::from_utf8_lossy(raw);
-        let command = InfoCommand::parse(&text);
-        append_answer(out, command.text, &value(node, &command, local));
+
+    /// Answers an info request body for `caller`; `local` is the address
+    /// the request came in on. A command the caller may not run answers
+    /// `ERROR:81:role violation` (the others in the request still run).
+    pub fn answer(&self, body: &[u8], local: SocketAddr, caller: &Caller, out: &mut Vec<u8>) {
+        if body.is_empty() {
+            for name in SUMMARY {
+                append_answer(out, name, &value(self, &InfoCommand::parse(name), local));
+            }
+            return;
+        }
+        for raw in commands(body) {
+            let text = String::from_utf8_lossy(raw);
+            let command = InfoCommand::parse(&text);
+            let answer = match check(caller, &command) {
+                Ok(()) => value(self, &command, local),
+                Err(code) => format!("ERROR:{}:role violation", code.as_u8()),
+            };
+            append_answer(out, command.text, &answer);
+        }
+    }
+
+    /// Node name as clients see it: upper-case hex without leading zeros.
+    pub fn name(&self) -> String {
+        format!("{:X}", self.node_id)
+    }
+
+    /// The namespaces' names, in the configuration's order.
+    pub fn namespace_names(&self) -> Vec<String> {
+        self.cluster
+            .store
+            .namespaces()
+            .iter()
+            .map(|ns| ns.name().to_owned())
+            .collect()
+    }
+
+    fn service(&self) -> &ClusterService {
+        &self.cluster.cluster
     }
 }
 
-fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
+/// Whether `caller` may run `command`: the commands that change the node
+/// or its data need a permission (on the namespace and set they name);
+/// the others, which only tell, need none.
+fn check(caller: &Caller, command: &InfoCommand<'_>) -> Result<(), bolide_types::ResultCode> {
+    let permission = match command.name {
+        "truncate" | "truncate-namespace" | "truncate-undo" | "truncate-namespace-undo" => {
+            Permission::Truncate
+        }
+        "sindex-create" | "sindex-delete" => Permission::SindexAdmin,
+        "udf-put" | "udf-remove" => Permission::UdfAdmin,
+        "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
+            Permission::QueryAdmin
+        }
+        "recluster" | "services-alumni-reset" => Permission::ServiceCtrl,
+        "set-config" | "config-set" => Permission::SetConfig,
+        _ => return Ok(()),
+    };
+    // Truncation and index administration are scoped to the namespace
+    // (and set) they name; the others are node-wide.
+    let scoped = matches!(permission, Permission::Truncate | Permission::SindexAdmin);
+    let namespace = command
+        .param("namespace")
+        .or_else(|| command.param("ns"))
+        .filter(|ns| scoped && !ns.is_empty());
+    let set = command
+        .param("set")
+        .filter(|set| scoped && !set.is_empty())
+        .map(str::as_bytes);
+    caller.check(permission, namespace, set)
+}
+
+fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
     let config = &node.config;
     let service = service_address(node, local);
     match command.name {
@@ -77,27 +174,31 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "compatibility-id" => "1".to_owned(),
         "features" => FEATURES.to_owned(),
         "cluster-name" => config.cluster_name.clone(),
-        "partition-generation" => cluster::info::partition_generation(node),
-        "peers-generation" => node.cluster.status().peers_generation.to_string(),
-        "rebalance-generation" => node.cluster.status().rebalance_generation.to_string(),
+        "partition-generation" => cluster::info::partition_generation(&node.cluster),
+        "peers-generation" => node.service().status().peers_generation.to_string(),
+        "rebalance-generation" => node.service().status().rebalance_generation.to_string(),
         "partitions" => PARTITION_COUNT.to_string(),
-        "peers-clear-std" | "peers-clear-alt" | "alumni-clear-std" => cluster::info::peers(node),
+        "peers-clear-std" | "peers-clear-alt" | "alumni-clear-std" => {
+            cluster::info::peers(&node.cluster)
+        }
         "peers-tls-std" | "peers-tls-alt" | "alumni-tls-std" => {
-            format!("{},3000,[]", node.cluster.status().peers_generation)
+            format!("{},3000,[]", node.service().status().peers_generation)
         }
         "service-clear-std" | "service" => service,
-        "service-clear-alt" | "service-tls-std" | "service-tls-alt" => String::new(),
-        "services" | "services-alumni" => cluster::info::services(node),
+        "service-tls-std" => tls_service_address(node, local),
+        "service-clear-alt" | "service-tls-alt" => String::new(),
+        "services" | "services-alumni" => cluster::info::services(&node.cluster),
         "services-alternate" | "services-alumni-reset" => String::new(),
         "namespaces" => names(node),
-        "replicas" => cluster::info::replicas(node, command, true, true),
-        "roster" => cluster::info::roster(node, command),
-        "roster-set" => cluster::info::roster_set(node, command),
-        "revive" => cluster::info::revive(node, command),
-        "replicas-all" => cluster::info::replicas(node, command, false, true),
-        "replicas-master" => cluster::info::replicas(node, command, false, false),
-        "replicas-max" => cluster::info::replicas_max(node),
+        "replicas" => cluster::info::replicas(&node.cluster, command, true, true),
+        "roster" => cluster::info::roster(&node.cluster, command),
+        "roster-set" => cluster::info::roster_set(&node.cluster, command),
+        "revive" => cluster::info::revive(&node.cluster, command),
+        "replicas-all" => cluster::info::replicas(&node.cluster, command, false, true),
+        "replicas-master" => cluster::info::replicas(&node.cluster, command, false, false),
+        "replicas-max" => cluster::info::replicas_max(&node.cluster),
         "rack-ids" => node
+            .cluster
             .store
             .namespaces()
             .iter()
@@ -105,6 +206,7 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             .collect::<Vec<_>>()
             .join(";"),
         "racks" => node
+            .cluster
             .store
             .namespaces()
             .iter()
@@ -113,11 +215,11 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             .join(";"),
         "user-agent-set" => "ok".to_owned(),
         "user-agents" => String::new(),
-        "cluster-stable" => cluster::info::cluster_stable(node, command),
-        "migrations-pending" => node.cluster.status().pending_sample.join(" | "),
+        "cluster-stable" => cluster::info::cluster_stable(&node.cluster, command),
+        "migrations-pending" => node.service().status().pending_sample.join(" | "),
         "recluster" => {
-            if node.cluster.status().principal == node.node_id {
-                node.cluster.send(cluster::Event::Recluster);
+            if node.service().status().principal == node.node_id {
+                node.service().send(cluster::Event::Recluster);
                 "ok".to_owned()
             } else {
                 "ignored-by-non-principal".to_owned()
@@ -129,12 +231,16 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "namespace" => match command
             .path
             .first()
-            .and_then(|name| node.store.namespace(name.as_bytes()))
+            .and_then(|name| node.cluster.store.namespace(name.as_bytes()))
         {
             Some(namespace) => {
                 let mut text = String::new();
-                if let Some((index, _)) = node.store.namespace_index(namespace.name().as_bytes()) {
-                    cluster::info::namespace(node, index, &mut text);
+                if let Some((index, _)) = node
+                    .cluster
+                    .store
+                    .namespace_index(namespace.name().as_bytes())
+                {
+                    cluster::info::namespace(&node.cluster, index, &mut text);
                 }
                 text.push_str(&namespace_info(namespace));
                 text
@@ -144,6 +250,7 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "sets" => sets(node, command),
         "bins" => bins(node, command),
         "get-config" | "config-get" => get_config(node, command),
+        "set-config" | "config-set" => crate::info_config::set_config(&node.cluster.store, command),
         "truncate" => truncate(node, command, false),
         "truncate-namespace" => truncate(node, command, true),
         "truncate-undo" | "truncate-namespace-undo" => {
@@ -151,10 +258,10 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         }
         "best-practices" => "failed_best_practices=none".to_owned(),
         "sindex-create" | "sindex-delete" | "sindex-exists" | "sindex-list" | "sindex-stat"
-        | "sindex" => crate::info_sindex::answer(node, command),
+        | "sindex" => crate::info_sindex::answer(&node.cluster, command),
         "udf-put" | "udf-get" | "udf-list" | "udf-remove" | "query-show" | "scan-show" | "jobs"
         | "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
-            crate::info_udf::answer(node, command)
+            crate::info_udf::answer(&node.cluster, command)
         }
         "health-outliers" => String::new(),
         "logs" => "0:stderr".to_owned(),
@@ -163,15 +270,22 @@ fn value(node: &Node, command: &InfoCommand<'_>, local: SocketAddr) -> String {
     }
 }
 
+/// The longest namespace name (Aerospike's `AS_ID_NAMESPACE_SZ` less its
+/// terminator).
+const NAMESPACE_NAME_BYTES_MAX: usize = 31;
+
 /// `truncate:namespace=<ns>;set=<set>[;lut=<ns since 1970>]` and
 /// `truncate-namespace:namespace=<ns>[;lut=…]`: records last updated before
 /// `lut` (default: now) vanish at once; a background sweep frees them.
-fn truncate(node: &Node, command: &InfoCommand<'_>, whole_namespace: bool) -> String {
-    let Some(name) = command.param("namespace") else {
-        return "ERROR:4:namespace is required".to_owned();
-    };
-    let Some(namespace) = node.store.namespace(name.as_bytes()) else {
-        return "ERROR:20:namespace not found".to_owned();
+fn truncate(node: &Info, command: &InfoCommand<'_>, whole_namespace: bool) -> String {
+    // Parameter errors as Aerospike 8.1 words them (`cmd_truncate`).
+    let name = match command.param("namespace") {
+        None => return "ERROR:20:missing 'namespace'".to_owned(),
+        Some("") => return "ERROR:20:missing 'namespace' value".to_owned(),
+        Some(name) if name.len() > NAMESPACE_NAME_BYTES_MAX => {
+            return "ERROR:20:'namespace' value too long".to_owned()
+        }
+        Some(name) => name,
     };
     let set = command.param("set").filter(|set| !set.is_empty());
     if whole_namespace == set.is_some() {
@@ -200,6 +314,12 @@ fn truncate(node: &Node, command: &InfoCommand<'_>, whole_namespace: bool) -> St
             Err(_) => return format!("ERROR:4:bad lut '{lut}'"),
         },
     };
+    let Some(namespace) = node.cluster.store.namespace(name.as_bytes()) else {
+        // Aerospike keeps the truncation in the cluster's metadata and
+        // answers "ok"; nodes holding the namespace apply it.
+        cluster::remote::truncate_cluster_wide(&node.cluster, name, set, before_ms);
+        return "ok".to_owned();
+    };
     if let Err(error) = namespace.truncate(set.map(str::as_bytes), before_ms) {
         // Applied in memory, but it would not survive a restart: say so.
         return format!("ERROR:1:{error}");
@@ -211,7 +331,7 @@ fn truncate(node: &Node, command: &InfoCommand<'_>, whole_namespace: bool) -> St
         "truncate"
     );
     // Every other member truncates too, and nodes that join later.
-    cluster::remote::truncate_cluster_wide(node, name, set, before_ms);
+    cluster::remote::truncate_cluster_wide(&node.cluster, name, set, before_ms);
     let namespace = namespace.clone();
     let spawned = std::thread::Builder::new()
         .name("truncate".into())
@@ -232,7 +352,7 @@ fn truncate(node: &Node, command: &InfoCommand<'_>, whole_namespace: bool) -> St
 /// This node's service address as seen by the client: the configured
 /// access address, else the local address of the client's own connection
 /// (always reachable by that client).
-fn service_address(node: &Node, local: SocketAddr) -> String {
+fn service_address(node: &Info, local: SocketAddr) -> String {
     match &node.config.access_address {
         Some(address) => format!("{address}:{}", node.config.service_port),
         None => match local {
@@ -242,8 +362,24 @@ fn service_address(node: &Node, local: SocketAddr) -> String {
     }
 }
 
-fn names(node: &Node) -> String {
-    node.store
+/// This node's TLS service address (`service-tls-std`): as
+/// [`service_address`], with the TLS port; empty without a TLS listener.
+fn tls_service_address(node: &Info, local: SocketAddr) -> String {
+    let Some(tls) = &node.config.service_tls else {
+        return String::new();
+    };
+    match &node.config.access_address {
+        Some(address) => format!("{address}:{}", tls.port),
+        None => match local {
+            SocketAddr::V4(v4) => format!("{}:{}", v4.ip(), tls.port),
+            SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), tls.port),
+        },
+    }
+}
+
+fn names(node: &Info) -> String {
+    node.cluster
+        .store
         .namespaces()
         .iter()
         .map(|ns| ns.name().to_owned())
@@ -251,8 +387,9 @@ fn names(node: &Node) -> String {
         .join(";")
 }
 
-fn statistics(node: &Node) -> String {
+fn statistics(node: &Info) -> String {
     let objects: i64 = node
+        .cluster
         .store
         .namespaces()
         .iter()
@@ -261,23 +398,24 @@ fn statistics(node: &Node) -> String {
     let (total, available) = system_memory_bytes();
     let free_pct = (available * 100).checked_div(total).unwrap_or(0);
     let mut text = String::new();
-    cluster::info::statistics(node, &mut text);
+    cluster::info::statistics(&node.cluster, &mut text);
     let _ = write!(
         text,
         ";uptime={};objects={};client_connections={};client_connections_opened={};client_connections_closed={};\
-         client_connections_refused={};info_requests={};admin_requests={};bad_frames={};\
+         client_connections_refused={};tls_handshake_failures={};info_requests={};admin_requests={};bad_frames={};\
          proto_buffer_budget_bytes={};proto_buffer_used_bytes={};proto_buffer_waits={};proto_buffer_closed={};\
          process_rss_bytes={};system_total_memory_bytes={};system_free_mem_pct={};\
          service_threads={}",
-        node.started.elapsed().as_secs(),
+        node.counters.started.elapsed().as_secs(),
         objects,
-        node.open_connections(),
-        node.connections_opened.load(Relaxed),
-        node.connections_closed.load(Relaxed),
-        node.connections_refused.load(Relaxed),
-        node.info_requests.load(Relaxed),
-        node.admin_requests.load(Relaxed),
-        node.bad_frames.load(Relaxed),
+        node.counters.open_connections(),
+        node.counters.connections_opened.load(Relaxed),
+        node.counters.connections_closed.load(Relaxed),
+        node.counters.connections_refused.load(Relaxed),
+        node.counters.tls_handshake_failures.load(Relaxed),
+        node.counters.info_requests.load(Relaxed),
+        node.counters.admin_requests.load(Relaxed),
+        node.counters.bad_frames.load(Relaxed),
         node.budget.limit_bytes(),
         node.budget.used_bytes(),
         node.budget.waits.load(Relaxed),
@@ -352,8 +490,10 @@ pub fn namespace_info(namespace: &Namespace) -> String {
         config.strong_consistency,
         config.strong_consistency_allow_expunge,
     );
-    if let Some(device) = namespace.device() {
-        device_info(&mut text, device);
+    match namespace.device() {
+        Some(device) => device_info(&mut text, device),
+        // Nothing is compressed in memory (as Aerospike 7 shows it).
+        None => text.push_str(";data_compression_ratio=1.000"),
     }
     text
 }
@@ -414,10 +554,11 @@ fn device_info(text: &mut String, device: &bolide_store::device::Device) {
     for (index, path) in config.files.iter().enumerate() {
         let _ = write!(text, ";storage-engine.file[{index}]={}", path.display());
     }
+    crate::info_config::compression_info(text, device);
 }
 
 fn set_line(
-    node: &Node,
+    node: &Info,
     namespace: &Namespace,
     set: &str,
     stats: &bolide_store::namespace::SetStats,
@@ -430,6 +571,7 @@ fn set_line(
     };
     // The set's secondary indexes, and whether one is still being built.
     let indexes: Vec<_> = node
+        .cluster
         .services
         .sindexes
         .list(Some(namespace.name()))
@@ -451,13 +593,13 @@ fn set_line(
 }
 
 /// `sets`, `sets/<ns>`, `sets/<ns>/<set>`.
-fn sets(node: &Node, command: &InfoCommand<'_>) -> String {
+fn sets(node: &Info, command: &InfoCommand<'_>) -> String {
     let namespaces: Vec<_> = match command.path.first() {
-        Some(name) => match node.store.namespace(name.as_bytes()) {
+        Some(name) => match node.cluster.store.namespace(name.as_bytes()) {
             Some(namespace) => vec![namespace.clone()],
             None => return "ns_type=unknown".to_owned(),
         },
-        None => node.store.namespaces().to_vec(),
+        None => node.cluster.store.namespaces().to_vec(),
     };
     if let (Some(namespace), Some(set)) = (namespaces.first(), command.path.get(1)) {
         return match namespace.sets().find(|(name, _)| name == set) {
@@ -475,9 +617,9 @@ fn sets(node: &Node, command: &InfoCommand<'_>) -> String {
     text
 }
 
-fn bins(node: &Node, command: &InfoCommand<'_>) -> String {
+fn bins(node: &Info, command: &InfoCommand<'_>) -> String {
     let mut text = String::new();
-    for namespace in node.store.namespaces() {
+    for namespace in node.cluster.store.namespaces() {
         if command
             .path
             .first()
@@ -494,7 +636,7 @@ fn bins(node: &Node, command: &InfoCommand<'_>) -> String {
     text
 }
 
-fn get_config(node: &Node, command: &InfoCommand<'_>) -> String {
+fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
     let config = &node.config;
     match command.param("context").unwrap_or("service") {
         "service" => format!(
@@ -521,7 +663,7 @@ fn get_config(node: &Node, command: &InfoCommand<'_>) -> String {
         ),
         "namespace" => {
             let name = command.param("namespace").or_else(|| command.param("id")).unwrap_or("");
-            match node.store.namespace(name.as_bytes()) {
+            match node.cluster.store.namespace(name.as_bytes()) {
                 Some(namespace) => {
                     let c = &namespace.config;
                     format!(
@@ -540,7 +682,7 @@ fn get_config(node: &Node, command: &InfoCommand<'_>) -> String {
                         c.evict_tenths_percent,
                         c.strong_consistency,
                         c.strong_consistency_allow_expunge
-                    )
+                    ) + &crate::info_config::compression_config(namespace)
                 }
                 None => "ERROR:20:namespace not found".to_owned(),
             }

@@ -2,7 +2,7 @@
 //! `sindex-exists`, `sindex-list`, `sindex-stat` and the older `sindex`,
 //! in the formats of the server's `thr_info.c` and `sindex_manager.c`.
 
-use crate::node::Node;
+use crate::cluster::Context;
 use bolide_transaction::sindex::definition::{self, Definition, InfoError};
 use bolide_transaction::sindex::SecondaryIndex;
 use bolide_types::ResultCode;
@@ -10,7 +10,7 @@ use bolide_wire::info::InfoCommand;
 use std::fmt::Write;
 
 /// The answer to one of the secondary index commands.
-pub fn answer(node: &Node, command: &InfoCommand<'_>) -> String {
+pub fn answer(node: &Context, command: &InfoCommand<'_>) -> String {
     let result = match command.name {
         "sindex-create" => create(node, command),
         "sindex-delete" => delete(node, command),
@@ -22,16 +22,24 @@ pub fn answer(node: &Node, command: &InfoCommand<'_>) -> String {
     result.unwrap_or_else(|error| error.answer())
 }
 
-fn create(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
+fn create(node: &Context, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     let definition = Definition::from_create(command)?;
     let (key, text) = (definition.key(), definition.to_command());
+    if !node.services.sindexes.has_namespace(&definition.namespace) {
+        // As Aerospike 8.1: the definition goes into the cluster's
+        // metadata and the answer is "ok"; only nodes holding the
+        // namespace build it. A client waiting for the build then hears
+        // "namespace not found on node" from `sindex-stat` (result 20).
+        node.cluster.share("sindex", &key, &text, false);
+        return Ok("ok".to_owned());
+    }
     node.services.sindexes.create(definition)?;
     // Every other node of the cluster builds it too.
     node.cluster.share("sindex", &key, &text, false);
     Ok("ok".to_owned())
 }
 
-fn delete(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
+fn delete(node: &Context, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     let name = definition::required(command, "indexname")?;
     let namespace = definition::namespace_of(command)?;
     let key = node
@@ -49,14 +57,14 @@ fn delete(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     Ok("ok".to_owned())
 }
 
-fn exists(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
+fn exists(node: &Context, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     let name = definition::required(command, "indexname")?;
     let namespace = local_namespace(node, command)?;
     let found = node.services.sindexes.find(namespace, name).is_some();
     Ok(found.to_string())
 }
 
-fn list(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
+fn list(node: &Context, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     let namespace = match command.param("namespace").or_else(|| command.param("ns")) {
         None => None,
         Some(_) => Some(local_namespace(node, command)?),
@@ -68,7 +76,7 @@ fn list(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     Ok(list_lines(node, namespace))
 }
 
-fn stat(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
+fn stat(node: &Context, command: &InfoCommand<'_>) -> Result<String, InfoError> {
     let name = definition::required(command, "indexname")?;
     let namespace = local_namespace(node, command)?;
     match node.services.sindexes.find(namespace, name) {
@@ -78,7 +86,7 @@ fn stat(node: &Node, command: &InfoCommand<'_>) -> Result<String, InfoError> {
 }
 
 /// `sindex`, `sindex/<ns>`, `sindex/<ns>/<name>` (deprecated forms).
-fn legacy(node: &Node, command: &InfoCommand<'_>) -> String {
+fn legacy(node: &Context, command: &InfoCommand<'_>) -> String {
     let Some(namespace) = command.path.first() else {
         return list_lines(node, None);
     };
@@ -95,7 +103,7 @@ fn legacy(node: &Node, command: &InfoCommand<'_>) -> String {
 }
 
 /// A namespace parameter naming one of this node's namespaces.
-fn local_namespace<'a>(node: &Node, command: &InfoCommand<'a>) -> Result<&'a str, InfoError> {
+fn local_namespace<'a>(node: &Context, command: &InfoCommand<'a>) -> Result<&'a str, InfoError> {
     let namespace = definition::namespace_of(command)?;
     if node.services.sindexes.has_namespace(namespace) {
         Ok(namespace)
@@ -109,7 +117,7 @@ fn local_namespace<'a>(node: &Node, command: &InfoCommand<'a>) -> Result<&'a str
 
 /// `ns=..:indexname=..:set=..:bin=..:type=..:indextype=..:context=..:exp=..:state=..`
 /// per index, `;`-separated. Contexts and expressions are shown in base64.
-fn list_lines(node: &Node, namespace: Option<&str>) -> String {
+fn list_lines(node: &Context, namespace: Option<&str>) -> String {
     let mut text = String::new();
     for index in node.services.sindexes.list(namespace) {
         let d = &index.definition;

@@ -2,13 +2,13 @@
 //! `udf-remove`, `query-show` / `scan-show` / `jobs`, `query-abort`, in the
 //! formats of the server's `udf_cask.c` and `query_job.c`.
 
-use crate::node::Node;
+use crate::cluster::Context;
 use base64::Engine;
 use bolide_transaction::udf::modules::{self, MODULE_BYTES_MAX};
 use bolide_wire::info::InfoCommand;
 
 /// The answer to one of the UDF or job commands.
-pub fn answer(node: &Node, command: &InfoCommand<'_>) -> String {
+pub fn answer(node: &Context, command: &InfoCommand<'_>) -> String {
     match command.name {
         "udf-put" => put(node, command),
         "udf-get" => get(node, command),
@@ -26,7 +26,7 @@ pub fn answer(node: &Node, command: &InfoCommand<'_>) -> String {
 }
 
 /// `udf-put:filename=<f>;content=<base64>;content-len=<len>[;udf-type=LUA]`.
-fn put(node: &Node, command: &InfoCommand<'_>) -> String {
+fn put(node: &Context, command: &InfoCommand<'_>) -> String {
     let Some(filename) = command.param("filename").filter(|f| modules::valid_name(f)) else {
         return "error=invalid_filename".to_owned();
     };
@@ -76,7 +76,7 @@ fn put(node: &Node, command: &InfoCommand<'_>) -> String {
 }
 
 /// `udf-get:filename=<f>`: `type=LUA;content=<base64>;`.
-fn get(node: &Node, command: &InfoCommand<'_>) -> String {
+fn get(node: &Context, command: &InfoCommand<'_>) -> String {
     let Some(filename) = command.param("filename").filter(|f| modules::valid_name(f)) else {
         return "error=invalid_filename".to_owned();
     };
@@ -91,7 +91,7 @@ fn get(node: &Node, command: &InfoCommand<'_>) -> String {
 }
 
 /// `udf-list`: `filename=<f>,hash=<sha1>,type=LUA;` per module.
-fn list(node: &Node) -> String {
+fn list(node: &Context) -> String {
     let (_, modules) = node.services.udfs.modules();
     modules
         .iter()
@@ -100,8 +100,13 @@ fn list(node: &Node) -> String {
 }
 
 /// `udf-remove:filename=<f>`: `ok` (also when there is no such module).
-fn remove(node: &Node, command: &InfoCommand<'_>) -> String {
-    let Some(filename) = command.param("filename").filter(|f| modules::valid_name(f)) else {
+fn remove(node: &Context, command: &InfoCommand<'_>) -> String {
+    // As on Aerospike, any name that fits answers "ok", a module that
+    // does not exist included; only registered (valid) names touch disk.
+    let Some(filename) = command
+        .param("filename")
+        .filter(|f| f.len() <= modules::FILE_NAME_BYTES_MAX)
+    else {
         return "error=invalid_filename".to_owned();
     };
     match node.services.udfs.apply_remove(filename) {
@@ -126,7 +131,7 @@ fn job_id(command: &InfoCommand<'_>) -> Option<u64> {
 
 /// `query-show[:id=<id>]`, `scan-show…`, `jobs:module=…;cmd=get-job;trid=…`:
 /// one job, or every job (`;`-separated).
-fn show(node: &Node, command: &InfoCommand<'_>) -> String {
+fn show(node: &Context, command: &InfoCommand<'_>) -> String {
     match job_id(command) {
         Some(id) => match node.services.jobs.find(id) {
             Some(job) => job.info(),
@@ -147,7 +152,7 @@ fn show(node: &Node, command: &InfoCommand<'_>) -> String {
 }
 
 /// `query-abort:id=<id>`.
-fn abort(node: &Node, command: &InfoCommand<'_>) -> String {
+fn abort(node: &Context, command: &InfoCommand<'_>) -> String {
     match job_id(command).and_then(|id| node.services.jobs.find(id)) {
         Some(job) => {
             job.abandon();

@@ -314,12 +314,12 @@ impl Latencies {
 
 /// Closes a `latencies:` slice every `ticker-interval` seconds, on a
 /// thread of its own.
-pub fn start_ticker(node: std::sync::Arc<crate::node::Node>) {
-    let interval = Duration::from_secs(node.config.ticker_interval_seconds.max(1));
+pub fn start_ticker(latencies: std::sync::Arc<Latencies>, interval_seconds: u64) {
+    let interval = Duration::from_secs(interval_seconds.max(1));
     let spawned = std::thread::Builder::new()
         .name("ticker".into())
         .spawn(move || loop {
-            node.latencies.tick(Instant::now());
+            latencies.tick(Instant::now());
             std::thread::sleep(interval);
         });
     if let Err(error) = spawned {

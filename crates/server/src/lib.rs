@@ -1,24 +1,35 @@
 //! The bolided node: configuration, listeners, one event loop per core,
-//! connections, info commands and the background supervisor (expiry,
-//! eviction, memory guard).
+//! connections (`net`: one connection type, plain TCP or TLS), info
+//! commands, the HTTP port, the background supervisor (expiry, eviction,
+//! memory guard) and the node's side of the cluster (`cluster`).
+//!
+//! `node` builds the parts and hands each the narrow context it needs; the
+//! modules import each other in one direction only (`tests/modules.rs`).
 //!
 //! Depends on every lower layer (`bolide-types`, `bolide-wire`,
-//! `bolide-store`, `bolide-transaction`); nothing depends on it.
+//! `bolide-store`, `bolide-cluster`, `bolide-udf`, `bolide-transaction`);
+//! nothing depends on it but the fuzzing checks.
 #![deny(unsafe_code)]
 
 pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod counters;
 pub mod http;
 pub mod info;
+mod info_config;
 mod info_sindex;
 mod info_udf;
 pub mod latency;
+pub mod net;
 pub mod node;
+pub mod redis;
 pub mod supervisor;
+pub mod system;
 
 use crate::config::Config;
+use crate::net::tls::ServerTls;
 use crate::node::Node;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::Ordering::Relaxed;
@@ -28,12 +39,12 @@ use tokio::sync::mpsc;
 /// Runs a node until SIGTERM or SIGINT. Returns an error (already worded
 /// for the operator) if it cannot start.
 pub fn run(config: Config) -> Result<(), String> {
-    budget::keep_large_allocations_mapped();
-    let node = Arc::new(Node::new(config)?);
+    system::keep_large_allocations_mapped();
+    let node = Node::new(config)?;
     // Defragmentation is background work: at nice 10 it yields the core to
     // the event loops when they are busy.
-    let storage = node.store.start_storage(Arc::new(|| {
-        connection::set_thread_nice(connection::BACKGROUND_NICE)
+    let storage = node.store().start_storage(Arc::new(|| {
+        system::set_thread_nice(system::BACKGROUND_NICE)
     }));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -45,18 +56,42 @@ pub fn run(config: Config) -> Result<(), String> {
         let _context = runtime.enter();
         Signals::install()?
     };
-    let config = &node.config;
-    let mut listeners = vec![bind(SocketAddr::new(
-        config.service_address,
-        config.service_port,
-    ))?];
+    let config = Arc::clone(&node.config);
+    let mut listeners = vec![Listener {
+        socket: net::bind(SocketAddr::new(config.service_address, config.service_port))?,
+        tls: None,
+    }];
     if let Some(port) = config.info_port {
-        listeners.push(bind(SocketAddr::new(config.service_address, port))?);
+        listeners.push(Listener {
+            socket: net::bind(SocketAddr::new(config.service_address, port))?,
+            tls: None,
+        });
     }
+    if let Some(service_tls) = &config.service_tls {
+        listeners.push(tls_listener(&config, service_tls)?);
+    }
+    let redis_listener = redis_listener(&config)?;
+    let redis_shared = Arc::new(bolide_redis::Shared::new(
+        config
+            .redis_namespace
+            .clone()
+            .or_else(|| {
+                config
+                    .namespaces
+                    .first()
+                    .map(|namespace| namespace.name.clone())
+            })
+            .unwrap_or_default(),
+        config.redis_port.unwrap_or(0),
+    ));
     // Only a node configured to cluster listens for other nodes.
+    let service = &node.cluster.cluster;
     let (fabric_listener, heartbeat_listener) = if config.clustering {
-        let fabric = bind(node.cluster.fabric_bind).map_err(|error| format!("fabric: {error}"))?;
-        (Some(fabric), Some(cluster::heartbeat::bind(&node)?))
+        let fabric = net::bind(service.fabric_bind).map_err(|error| format!("fabric: {error}"))?;
+        (
+            Some(fabric),
+            Some(cluster::heartbeat::bind(service.heartbeat_bind)?),
+        )
     } else {
         (None, None)
     };
@@ -67,47 +102,55 @@ pub fn run(config: Config) -> Result<(), String> {
 
     // One single-threaded event loop per core; the acceptor deals
     // connections to them round-robin.
+    let connections = Arc::new(node.connection_context());
     let mut loops = Vec::new();
     for index in 0..config.service_threads {
         let (sender, receiver) = mpsc::unbounded_channel::<Incoming>();
-        let node = node.clone();
+        let connections = Arc::clone(&connections);
+        let cluster = Arc::clone(&node.cluster);
+        let latencies = Arc::clone(&node.latencies);
+        let redis = Arc::clone(&redis_shared);
         std::thread::Builder::new()
             .name(format!("service-{index}"))
             .spawn(move || {
-                node.latencies.bind_thread(index);
-                event_loop(node, receiver)
+                latencies.bind_thread(index);
+                event_loop(connections, cluster, redis, receiver)
             })
             .map_err(|error| format!("cannot start service thread: {error}"))?;
         loops.push(sender);
     }
-    if let Some(address) = http::start(node.clone())? {
+    let http_address = config
+        .http_port
+        .map(|port| SocketAddr::new(config.http_address, port));
+    if let Some(address) = http::start(Arc::new(node.http()), http_address)? {
         tracing::info!(%address, "http: /metrics and the console");
     }
-    supervisor::start(node.clone());
+    supervisor::start(Arc::clone(&node.cluster), config.stop_writes_sys_memory_pct);
     {
-        let node = node.clone();
+        let budget = Arc::clone(&node.budget);
         std::thread::Builder::new()
             .name("budget".into())
-            .spawn(move || node.budget.run_enforcer())
+            .spawn(move || budget.run_enforcer())
             .map_err(|error| format!("cannot start budget enforcer: {error}"))?;
     }
-    latency::start_ticker(node.clone());
-    cluster::migrate::start(node.clone())?;
-    cluster::remote::start_fabric_thread(node.clone())?;
-    cluster::heartbeat::start(node.clone(), heartbeat_listener)?;
-    if node.config.mesh_seeds.is_empty() {
+    latency::start_ticker(Arc::clone(&node.latencies), config.ticker_interval_seconds);
+    cluster::migrate::start(Arc::clone(&node.cluster))?;
+    cluster::remote::start_fabric_thread(Arc::clone(&node.cluster))?;
+    cluster::heartbeat::start(Arc::clone(&node.cluster), heartbeat_listener)?;
+    if config.mesh_seeds.is_empty() {
         // Alone by configuration: the node forms its own cluster at once;
         // clients connect to a node that serves.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while node.cluster.routing.load().generation < 0 && std::time::Instant::now() < until {
+        while service.routing.load().generation < 0 && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
 
     runtime.block_on(accept(
-        node.clone(),
+        &node,
         listeners,
         fabric_listener,
+        redis_listener,
         loops,
         signals,
     ))?;
@@ -116,7 +159,7 @@ pub fn run(config: Config) -> Result<(), String> {
         // Writes and syncs everything appended so far.
         threads.shutdown();
     }
-    if let Some(path) = &node.config.pidfile {
+    if let Some(path) = &config.pidfile {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
@@ -141,41 +184,101 @@ impl Signals {
     }
 }
 
+/// A client listener, and the TLS context its connections start with.
+struct Listener {
+    socket: TcpListener,
+    tls: Option<ServerTls>,
+}
+
+/// The service's TLS listener: its certificate and key are read now, so a
+/// bad file stops the node with a message naming it.
+fn tls_listener(config: &Config, service_tls: &config::ServiceTls) -> Result<Listener, String> {
+    let spec = config
+        .tls
+        .iter()
+        .find(|spec| spec.name == service_tls.name)
+        .ok_or_else(|| format!("tls-name {}: no such tls stanza", service_tls.name))?;
+    let tls = ServerTls::from_files(&spec.cert_file, &spec.key_file)
+        .map_err(|error| format!("tls {}: {error}", spec.name))?;
+    Ok(Listener {
+        socket: net::bind(SocketAddr::new(config.service_address, service_tls.port))?,
+        tls: Some(tls),
+    })
+}
+
+/// The RESP listener, if the node serves Redis. Without a configuration
+/// file a taken 6379 only warns; a configured port must be free.
+fn redis_listener(config: &Config) -> Result<Option<TcpListener>, String> {
+    let Some(port) = config.redis_port else {
+        return Ok(None);
+    };
+    let address = SocketAddr::new(config.redis_address, port);
+    match net::bind(address) {
+        Ok(socket) => Ok(Some(socket)),
+        Err(error) if config.redis_optional => {
+            tracing::warn!(
+                "redis: {error} (is a Redis server running?); the RESP port is off. \
+                 Set network {{ redis {{ port N }} }} in a configuration file to choose another"
+            );
+            Ok(None)
+        }
+        Err(error) => Err(format!("network redis: {error}")),
+    }
+}
+
 /// A connection handed to an event loop.
-pub(crate) enum Incoming {
-    Client(std::net::TcpStream),
+enum Incoming {
+    /// A Redis client's socket.
+    Redis(std::net::TcpStream),
+    /// A client's socket, and its listener's TLS context.
+    Client(std::net::TcpStream, Option<ServerTls>),
     Fabric(std::net::TcpStream),
 }
 
-pub(crate) fn bind(address: SocketAddr) -> Result<TcpListener, String> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(address),
-        socket2::Type::STREAM,
-        None,
-    )
-    .map_err(|error| format!("cannot create socket for {address}: {error}"))?;
-    socket
-        .set_reuse_address(true)
-        .map_err(|error| format!("cannot set SO_REUSEADDR: {error}"))?;
-    socket
-        .bind(&address.into())
-        .map_err(|error| format!("cannot listen on {address}: {error}"))?;
-    socket
-        .listen(1024)
-        .map_err(|error| format!("cannot listen on {address}: {error}"))?;
-    socket
-        .set_nonblocking(true)
-        .map_err(|error| format!("cannot set non-blocking: {error}"))?;
-    Ok(socket.into())
-}
-
 async fn accept(
-    node: Arc<Node>,
-    listeners: Vec<TcpListener>,
+    node: &Node,
+    listeners: Vec<Listener>,
     fabric_listener: Option<TcpListener>,
+    redis_listener: Option<TcpListener>,
     loops: Vec<mpsc::UnboundedSender<Incoming>>,
     mut signals: Signals,
 ) -> Result<(), String> {
+    if let Some(redis_listener) = redis_listener {
+        let address = redis_listener
+            .local_addr()
+            .map_err(|error| error.to_string())?;
+        let listener =
+            tokio::net::TcpListener::from_std(redis_listener).map_err(|error| error.to_string())?;
+        tracing::info!(%address, "listening (redis)");
+        let loops = loops.clone();
+        let counters = Arc::clone(&node.counters);
+        let limit = node.config.proto_fd_max as u64;
+        tokio::spawn(async move {
+            let mut next = 0usize;
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        // Redis clients count against proto-fd-max too.
+                        if counters.open_connections() >= limit {
+                            counters.connections_refused.fetch_add(1, Relaxed);
+                            continue;
+                        }
+                        let Ok(stream) = stream.into_std() else {
+                            continue;
+                        };
+                        if let Some(sender) = loops.get(next % loops.len()) {
+                            let _ = sender.send(Incoming::Redis(stream));
+                        }
+                        next = next.wrapping_add(1);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "redis accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+    }
     let (connections, mut incoming) = mpsc::unbounded_channel();
     if let Some(fabric_listener) = fabric_listener {
         // Fabric connections from other nodes, dealt to the event loops
@@ -208,17 +311,21 @@ async fn accept(
             }
         });
     }
-    for listener in listeners {
-        let address = listener.local_addr().map_err(|error| error.to_string())?;
+    for Listener { socket, tls } in listeners {
+        let address = socket.local_addr().map_err(|error| error.to_string())?;
         let listener =
-            tokio::net::TcpListener::from_std(listener).map_err(|error| error.to_string())?;
-        tracing::info!(%address, "listening");
+            tokio::net::TcpListener::from_std(socket).map_err(|error| error.to_string())?;
+        if tls.is_some() {
+            tracing::info!(%address, "listening (TLS)");
+        } else {
+            tracing::info!(%address, "listening");
+        }
         let connections = connections.clone();
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
-                        if connections.send(stream).is_err() {
+                        if connections.send((stream, tls.clone())).is_err() {
                             return;
                         }
                     }
@@ -232,35 +339,41 @@ async fn accept(
     }
     tracing::info!(
         node = %node.name(),
-        namespaces = %node.store.namespaces().iter().map(|ns| ns.name()).collect::<Vec<_>>().join(","),
+        namespaces = %node.info.namespace_names().join(","),
         threads = node.config.service_threads,
         "bolided ready"
     );
+    let counters = &node.counters;
     let mut next = 0usize;
     loop {
         tokio::select! {
             _ = signals.interrupt.recv() => return Ok(()),
             _ = signals.terminate.recv() => return Ok(()),
-            stream = incoming.recv() => {
-                let Some(stream) = stream else { return Ok(()) };
-                if node.open_connections() >= node.config.proto_fd_max as u64 {
-                    node.connections_refused.fetch_add(1, Relaxed);
+            accepted = incoming.recv() => {
+                let Some((stream, tls)) = accepted else { return Ok(()) };
+                if counters.open_connections() >= node.config.proto_fd_max as u64 {
+                    counters.connections_refused.fetch_add(1, Relaxed);
                     drop(stream);
                     continue;
                 }
                 let Ok(stream) = stream.into_std() else { continue };
-                node.connections_opened.fetch_add(1, Relaxed);
+                counters.connections_opened.fetch_add(1, Relaxed);
                 let target = next % loops.len();
                 next = next.wrapping_add(1);
                 if let Some(sender) = loops.get(target) {
-                    let _ = sender.send(Incoming::Client(stream));
+                    let _ = sender.send(Incoming::Client(stream, tls));
                 }
             }
         }
     }
 }
 
-fn event_loop(node: Arc<Node>, mut receiver: mpsc::UnboundedReceiver<Incoming>) {
+fn event_loop(
+    connections: Arc<connection::Context>,
+    cluster: Arc<cluster::Context>,
+    redis: Arc<bolide_redis::Shared>,
+    mut receiver: mpsc::UnboundedReceiver<Incoming>,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -275,18 +388,38 @@ fn event_loop(node: Arc<Node>, mut receiver: mpsc::UnboundedReceiver<Incoming>) 
     local.block_on(&runtime, async move {
         while let Some(incoming) = receiver.recv().await {
             match incoming {
-                Incoming::Client(stream) => match tokio::net::TcpStream::from_std(stream) {
+                Incoming::Client(stream, tls) => match tokio::net::TcpStream::from_std(stream) {
                     Ok(stream) => {
-                        tokio::task::spawn_local(connection::serve(node.clone(), stream));
+                        tokio::task::spawn_local(connection::serve(
+                            Arc::clone(&connections),
+                            stream,
+                            tls,
+                        ));
                     }
                     Err(error) => {
-                        node.connections_closed.fetch_add(1, Relaxed);
+                        connections
+                            .counters
+                            .connections_closed
+                            .fetch_add(1, Relaxed);
                         tracing::warn!(%error, "cannot adopt connection");
                     }
                 },
+                Incoming::Redis(stream) => {
+                    if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                        let _ = stream.set_nodelay(true);
+                        tokio::task::spawn_local(redis::serve(
+                            Arc::clone(&connections),
+                            Arc::clone(&redis),
+                            stream,
+                        ));
+                    }
+                }
                 Incoming::Fabric(stream) => {
                     if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                        tokio::task::spawn_local(cluster::fabric::serve(node.clone(), stream));
+                        tokio::task::spawn_local(cluster::fabric::serve(
+                            Arc::clone(&cluster),
+                            stream,
+                        ));
                     }
                 }
             }

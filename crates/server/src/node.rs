@@ -1,87 +1,84 @@
-//! The node: configuration, store, identity and node-wide counters, shared
-//! by every event loop.
+//! The node as an owner of its parts: it builds them from the
+//! configuration and hands each part the narrow context it needs (a
+//! connection its [`connection::Context`], the info commands their
+//! [`Info`], the cluster thread and the fabric their [`cluster::Context`],
+//! the HTTP port its [`Http`]). No module takes a `Node`: only `run` and
+//! the in-process test fixtures hold one.
 
 use crate::budget::Budget;
-use crate::cluster::remote::BlockingRunner;
-use crate::cluster::ClusterService;
+use crate::cluster;
 use crate::config::Config;
+use crate::connection::{self, RemoteWork};
+use crate::counters::NodeCounters;
+use crate::http::Http;
+use crate::info::Info;
 use crate::latency::Latencies;
 use bolide_store::Store;
-use bolide_transaction::RemoteRunner;
-use bolide_transaction::Services;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use bolide_transaction::{Remote, RemoteRunner, Services};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
-
-/// The protocol version the node reports in `build`. Clients switch
-/// features on it; 8.1 selects the current batch, scan and info syntaxes.
-pub const PROTOCOL_BUILD: &str = "8.1.0.0";
+use std::time::Duration;
 
 pub struct Node {
-    pub config: Config,
-    pub store: Store,
-    /// Secondary indexes and UDF modules (also attached to the store).
-    pub services: Arc<Services>,
+    pub config: Arc<Config>,
     pub node_id: u64,
-    pub cluster: ClusterService,
+    /// Store, services and the cluster service.
+    pub cluster: Arc<cluster::Context>,
+    pub counters: Arc<NodeCounters>,
+    /// Connection buffers beyond each connection's allowance.
+    pub budget: Arc<Budget>,
+    /// Latency histograms (`latencies:`, `/metrics`, the console).
+    pub latencies: Arc<Latencies>,
+    pub info: Arc<Info>,
     /// Carries out batch rows' work on other nodes (from blocking threads).
     pub runner: Arc<dyn RemoteRunner>,
-    pub started: Instant,
-    pub connections_opened: AtomicU64,
-    pub connections_closed: AtomicU64,
-    pub connections_refused: AtomicU64,
-    pub info_requests: AtomicU64,
-    pub admin_requests: AtomicU64,
-    pub bad_frames: AtomicU64,
-    /// Connection buffers beyond each connection's allowance.
-    pub budget: Budget,
-    /// Latency histograms (`latencies:`, `/metrics`, the console).
-    pub latencies: Latencies,
 }
 
 impl Node {
     /// Builds the node; persistent namespaces are read back from storage
     /// here (the cold start).
     pub fn new(config: Config) -> Result<Node, String> {
+        let config = Arc::new(config);
         let node_id = config
             .node_id
-            .unwrap_or_else(|| default_node_id(config.service_port));
-        let store = Store::open(config.namespaces.clone())?;
-        let cluster = ClusterService::new(&config, node_id, &store);
-        let runner: Arc<dyn RemoteRunner> = Arc::new(BlockingRunner {
-            jobs: cluster.blocking.clone(),
-        });
-        let budget = Budget::new(
-            config
-                .proto_buffer_budget_bytes
-                .unwrap_or_else(Budget::default_limit_bytes),
-        );
-        let latencies = Latencies::new(
-            store.namespaces().iter().map(|ns| ns.name()),
-            config.service_threads,
-        );
+            .unwrap_or_else(|| crate::system::default_node_id(config.service_port));
+        let store = Arc::new(Store::open(config.namespaces.clone())?);
         // Index population is background work, like defragmentation.
         let services = Services::open(
             &store,
             config.work_directory.as_deref(),
-            Arc::new(|| crate::connection::set_thread_nice(crate::connection::BACKGROUND_NICE)),
+            Arc::new(|| crate::system::set_thread_nice(crate::system::BACKGROUND_NICE)),
         )?;
+        let cluster = cluster::Context::new(&config, node_id, store, services);
+        let runner = cluster.runner();
+        let budget = Arc::new(Budget::new(
+            config
+                .proto_buffer_budget_bytes
+                .unwrap_or_else(Budget::default_limit_bytes),
+        ));
+        let latencies = Arc::new(Latencies::new(
+            cluster.store.namespaces().iter().map(|ns| ns.name()),
+            config.service_threads,
+        ));
+        let counters = Arc::new(NodeCounters::default());
+        let info = Arc::new(Info::new(
+            Arc::clone(&config),
+            node_id,
+            Arc::clone(&cluster),
+            Arc::clone(&latencies),
+            Arc::clone(&budget),
+            Arc::clone(&counters),
+        ));
         Ok(Node {
             config,
-            store,
-            services,
             node_id,
             cluster,
-            runner,
-            started: Instant::now(),
-            connections_opened: AtomicU64::new(0),
-            connections_closed: AtomicU64::new(0),
-            connections_refused: AtomicU64::new(0),
-            info_requests: AtomicU64::new(0),
-            admin_requests: AtomicU64::new(0),
-            bad_frames: AtomicU64::new(0),
+            counters,
             budget,
             latencies,
+            info,
+            runner,
         })
     }
 
@@ -90,50 +87,50 @@ impl Node {
         format!("{:X}", self.node_id)
     }
 
-    pub fn open_connections(&self) -> u64 {
-        self.connections_opened
-            .load(Relaxed)
-            .saturating_sub(self.connections_closed.load(Relaxed))
+    pub fn store(&self) -> &Arc<Store> {
+        &self.cluster.store
+    }
+
+    /// Serves every partition of every namespace here, with no cluster
+    /// thread (a node embedded in tests and fuzz targets).
+    pub fn serve_alone(&self) {
+        self.cluster.serve_alone();
+    }
+
+    /// What a client connection needs.
+    pub fn connection_context(&self) -> connection::Context {
+        connection::Context {
+            store: Arc::clone(&self.cluster.store),
+            routing: Arc::clone(&self.cluster.cluster.routing),
+            gates: Arc::clone(&self.cluster.cluster.gates),
+            runner: Arc::clone(&self.runner),
+            remote: Arc::new(Fabric(Arc::clone(&self.cluster))),
+            info: Arc::clone(&self.info),
+            budget: Arc::clone(&self.budget),
+            latencies: Arc::clone(&self.latencies),
+            counters: Arc::clone(&self.counters),
+            idle: match self.config.proto_fd_idle_ms {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
+        }
+    }
+
+    /// What the HTTP port needs.
+    pub fn http(&self) -> Http {
+        Http::new(
+            Arc::clone(&self.info),
+            self.config.service_address,
+            self.config.service_port,
+        )
     }
 }
 
-/// A node id from the host name and port, like the real server's MAC+port:
-/// stable across restarts, distinct for nodes on one host. Kept below 2^60
-/// so the name has at most 15 hex digits.
-fn default_node_id(port: u16) -> u64 {
-    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
-    // FNV-1a: stable across builds, unlike std's hasher.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in host.trim().bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
+/// Remote work of client requests, carried out over the fabric.
+struct Fabric(Arc<cluster::Context>);
+
+impl RemoteWork for Fabric {
+    fn complete(&self, remote: Remote) -> Pin<Box<dyn Future<Output = Vec<u8>>>> {
+        cluster::remote::complete(Arc::clone(&self.0), remote)
     }
-    ((hash & 0x0000_0fff_ffff_ffff) << 16 | u64::from(port)) & 0x0fff_ffff_ffff_ffff
-        | 0x0100_0000_0000_0000
-}
-
-/// Resident set size of this process in bytes (Linux).
-pub fn process_rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
-}
-
-/// (total, available) system memory in bytes (Linux).
-pub fn system_memory_bytes() -> (u64, u64) {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let field = |name: &str| -> u64 {
-        meminfo
-            .lines()
-            .find(|line| line.starts_with(name))
-            .and_then(|line| line.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
-    (field("MemTotal:"), field("MemAvailable:"))
 }

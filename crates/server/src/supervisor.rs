@@ -2,7 +2,8 @@
 //! expiry and eviction sweep when its nsup-period is due, and watches the
 //! machine's free memory so writes stop before the node could be OOM-killed.
 
-use crate::node::{system_memory_bytes, Node};
+use crate::cluster::Context;
+use crate::system::system_memory_bytes;
 use bolide_types::now_citrusleaf_seconds;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -10,16 +11,18 @@ use std::time::{Duration, Instant};
 
 const TICK: Duration = Duration::from_secs(1);
 
-pub fn start(node: Arc<Node>) {
+/// Starts the supervisor thread; writes stop on every namespace while the
+/// machine's used memory is at or above `stop_writes_sys_memory_pct`.
+pub fn start(node: Arc<Context>, stop_writes_sys_memory_pct: u32) {
     let spawned = std::thread::Builder::new()
         .name("supervisor".into())
-        .spawn(move || run(&node));
+        .spawn(move || run(&node, stop_writes_sys_memory_pct));
     if let Err(error) = spawned {
         tracing::error!(%error, "cannot start supervisor: records will not expire");
     }
 }
 
-fn run(node: &Node) {
+fn run(node: &Context, stop_writes_sys_memory_pct: u32) {
     let mut last_sweep: Vec<Instant> = node
         .store
         .namespaces()
@@ -29,7 +32,7 @@ fn run(node: &Node) {
     let mut last_raid = Instant::now();
     loop {
         std::thread::sleep(TICK);
-        guard_system_memory(node);
+        guard_system_memory(node, stop_writes_sys_memory_pct);
         if last_raid.elapsed() >= TOMB_RAID_PERIOD {
             last_raid = Instant::now();
             raid_tombstones(node);
@@ -67,7 +70,7 @@ const TOMB_RAID_PERIOD: Duration = Duration::from_secs(10);
 /// Forgets tombstones older than each namespace's
 /// `tomb-raider-eligible-age`, but only while no migration runs: a copy
 /// being merged might still hold the record they delete.
-fn raid_tombstones(node: &Node) {
+fn raid_tombstones(node: &Context) {
     let status = node.cluster.status();
     if !status.migrate_allowed || status.migrate_partitions_remaining > 0 {
         return;
@@ -91,13 +94,13 @@ fn raid_tombstones(node: &Node) {
 
 /// Stops writes on every namespace while the machine's used memory is
 /// above `stop-writes-sys-memory-pct`.
-fn guard_system_memory(node: &Node) {
+fn guard_system_memory(node: &Context, stop_writes_sys_memory_pct: u32) {
     let (total, available) = system_memory_bytes();
     if total == 0 {
         return;
     }
     let used_pct = (total - available.min(total)) * 100 / total;
-    let stop = used_pct >= u64::from(node.config.stop_writes_sys_memory_pct);
+    let stop = used_pct >= u64::from(stop_writes_sys_memory_pct);
     for namespace in node.store.namespaces() {
         if namespace.system_memory_stop() != stop {
             tracing::warn!(

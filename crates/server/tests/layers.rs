@@ -10,7 +10,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["bolide-types"]),
     // Beside the store: neither knows the other.
     ("cluster", &["bolide-types"]),
+    // The value algebra: values in, values out; no store, no locks.
+    ("particles", &["bolide-types", "bolide-wire"]),
     ("udf", &["bolide-types", "bolide-wire"]),
+    // Access control: beside the transaction layer, which it knows nothing of.
+    ("security", &["bolide-types", "bolide-wire"]),
     (
         "transaction",
         &[
@@ -18,7 +22,18 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-particles",
             "bolide-udf",
+        ],
+    ),
+    // The Redis front end: typed requests, no sockets.
+    (
+        "redis",
+        &[
+            "bolide-types",
+            "bolide-wire",
+            "bolide-store",
+            "bolide-transaction",
         ],
     ),
     (
@@ -28,8 +43,11 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-wire",
             "bolide-store",
             "bolide-cluster",
+            "bolide-particles",
             "bolide-udf",
             "bolide-transaction",
+            "bolide-security",
+            "bolide-redis",
         ],
     ),
     // The simulator drives the cluster state machine alone.
@@ -43,6 +61,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-cluster",
             "bolide-transaction",
             "bolide-server",
+            "bolide-security",
         ],
     ),
 ];

@@ -12,8 +12,8 @@
 //! Capacity is not a power of two: the table grows by 1.15× when it is 85%
 //! full (so right after growing it is still 74% full) and shrinks when under
 //! 30%. A growing table thus stays 74–85% full: an in-memory slot (43 bytes)
-//! costs 51–58 bytes per record and a persistent one (47 bytes) 55–64 (the
-//! anchor's figure is 64). Each record is moved about 1 / 0.15 ≈ 7 times
+//! costs 51–58 bytes per record and a persistent one (47 bytes with the data
+//! on the device, 51 with it in memory too) 55–69 (the anchor's figure is 64). Each record is moved about 1 / 0.15 ≈ 7 times
 //! over a table's growth, cheap next to a request.
 //! Deletion shifts later slots back, so there are no tombstones.
 //!
@@ -24,14 +24,16 @@
 //!                        [u8; 4]    void time (LE), seconds since 2010-01-01, 0 = never
 //!                        [u8; 8]    stamp (LE): last-update ms (low 48 bits) | set id << 48
 //!                        [u8; 4]    storage block of the current version (LE) (persistent)
+//!                        [u8; 4]    the entry's padded size (LE)              (persistent)
 //!                        [u8; 4]    the entry's offset in that block (LE)     (data on device)
-//!                        [u8; 4]    the entry's padded size (LE)              (data on device)
 //!          records[i]    8 bytes    thin pointer to the record's bytes (data in memory)
 //! ```
 //!
-//! So a slot costs 43 bytes in memory (34-byte entry + pointer), 47 with the
-//! data in memory and persisted (38 + pointer), and 47 with the data on the
-//! device only (a 46-byte entry, no pointer).
+//! So a slot costs 43 bytes in memory (34-byte entry + pointer), 51 with the
+//! data in memory and persisted (42 + pointer), and 47 with the data on the
+//! device only (a 46-byte entry, no pointer). A persisted slot keeps its
+//! entry's size because a compressed entry's size cannot be told from the
+//! record: the block's live bytes must lose exactly what they gained.
 
 use crate::blob::RecordBlob;
 use bolide_types::Digest;
@@ -56,8 +58,8 @@ mod at {
     pub const VOID_TIME: usize = 22;
     pub const STAMP: usize = 26;
     pub const LOCATION: usize = 34;
-    pub const EXTENT_OFFSET: usize = 38;
-    pub const EXTENT_BYTES: usize = 42;
+    pub const EXTENT_BYTES: usize = 38;
+    pub const EXTENT_OFFSET: usize = 42;
     pub const END: usize = 46;
 }
 
@@ -102,6 +104,9 @@ pub struct Extent {
 pub enum Data {
     /// The record's bytes, in memory.
     InMemory(RecordBlob),
+    /// The record's bytes in memory, and the padded size of its entry in
+    /// storage (the block is the slot's location).
+    Persisted(RecordBlob, u32),
     /// Only on the device (the block is the slot's location).
     OnDevice(Extent),
 }
@@ -112,7 +117,7 @@ impl Data {
     #[inline]
     pub fn len(&self) -> usize {
         match self {
-            Data::InMemory(blob) => blob.len(),
+            Data::InMemory(blob) | Data::Persisted(blob, _) => blob.len(),
             Data::OnDevice(extent) => extent.bytes as usize,
         }
     }
@@ -161,7 +166,7 @@ impl Layout {
     const fn stride(self) -> usize {
         match self {
             Layout::Memory => ENTRY_BYTES,
-            Layout::Persisted => at::EXTENT_OFFSET,
+            Layout::Persisted => at::EXTENT_BYTES + 4,
             Layout::Device => at::END,
         }
     }
@@ -374,8 +379,12 @@ impl IndexTable {
         meta: RecordMeta,
         record: RecordBlob,
     ) -> Option<(RecordMeta, RecordBlob)> {
-        match self.upsert_at(digest, meta, Data::InMemory(record), 0) {
-            Some((meta, Data::InMemory(blob), _)) => Some((meta, blob)),
+        let data = match self.layout {
+            Layout::Persisted => Data::Persisted(record, 0),
+            _ => Data::InMemory(record),
+        };
+        match self.upsert_at(digest, meta, data, 0) {
+            Some((meta, Data::InMemory(blob) | Data::Persisted(blob, _), _)) => Some((meta, blob)),
             _ => None,
         }
     }
@@ -391,10 +400,12 @@ impl IndexTable {
         data: Data,
         location: u32,
     ) -> Option<(RecordMeta, Data, u32)> {
-        debug_assert_eq!(
-            matches!(data, Data::OnDevice(_)),
-            self.layout == Layout::Device
-        );
+        debug_assert!(matches!(
+            (&data, self.layout),
+            (Data::InMemory(_), Layout::Memory)
+                | (Data::Persisted(..), Layout::Persisted)
+                | (Data::OnDevice(_), Layout::Device)
+        ));
         if let Some(slot) = self.find(digest) {
             let persistent = self.layout != Layout::Memory;
             let entry = self.entry_bytes_mut(slot)?;
@@ -408,6 +419,9 @@ impl IndexTable {
                 0
             };
             let old = self.replace_data(slot, data);
+            // The caller counts a replacement, not an insert, only if the
+            // old data comes back.
+            assert!(old.is_some(), "an occupied slot without its data");
             return old.map(|data| (old_meta, data, old_location));
         }
         if (self.len + 1) * 100 > self.capacity() * LOAD_MAX_PERCENT {
@@ -418,6 +432,7 @@ impl IndexTable {
         self.fill(slot, digest, meta, data, location);
         self.len += 1;
         assert!(self.len <= self.capacity());
+        debug_assert!(self.find(digest) == Some(slot), "inserted, not found");
         None
     }
 
@@ -438,7 +453,7 @@ impl IndexTable {
     /// Removes a record, returning its metadata and bytes.
     pub fn remove(&mut self, digest: &Digest) -> Option<(RecordMeta, RecordBlob)> {
         match self.remove_at(digest) {
-            Some((meta, Data::InMemory(blob), _)) => Some((meta, blob)),
+            Some((meta, Data::InMemory(blob) | Data::Persisted(blob, _), _)) => Some((meta, blob)),
             _ => None,
         }
     }
@@ -454,8 +469,14 @@ impl IndexTable {
             location_of(entry)
         };
         let record = self.take_data(slot);
+        // Every record went in with its data; a slot without it would make
+        // the caller skip its accounting (objects, bytes, the block's live
+        // bytes) while the record leaves the table.
+        assert!(record.is_some(), "an occupied slot without its data");
+        assert!(self.len > 0, "removing from an empty table");
         self.vacate(slot);
         self.len -= 1;
+        debug_assert!(self.find(digest).is_none(), "removed, still found");
         if self.len == 0 {
             // An empty partition holds no index memory at all.
             let tombstones = self.tombstones.take();
@@ -532,10 +553,22 @@ impl IndexTable {
             return false;
         };
         put(entry, at::LOCATION, &location.to_le_bytes());
-        if layout == Layout::Device {
-            set_extent(entry, extent);
+        match layout {
+            Layout::Device => set_extent(entry, extent),
+            _ => put(entry, at::EXTENT_BYTES, &extent.bytes.to_le_bytes()),
         }
         true
+    }
+
+    /// The padded size of the storage entry of `digest`'s current version
+    /// (persistent layouts).
+    pub fn stored_bytes(&self, digest: &Digest) -> Option<u32> {
+        if self.layout == Layout::Memory {
+            return None;
+        }
+        let slot = self.find(digest)?;
+        self.entry_bytes(slot)
+            .map(|entry| u32::from_le_bytes(field(entry, at::EXTENT_BYTES)))
     }
 
     /// The tombstone of a deleted record, if one is kept.
@@ -681,7 +714,7 @@ impl IndexTable {
             if layout != Layout::Memory {
                 put(entry, at::LOCATION, &location.to_le_bytes());
             }
-            if layout == Layout::Device {
+            if layout != Layout::Memory {
                 // The slot was vacant: whatever extent it held is stale.
                 set_extent(entry, Extent::default());
             }
@@ -697,6 +730,15 @@ impl IndexTable {
                 .get_mut(slot)
                 .and_then(|r| r.replace(blob))
                 .map(Data::InMemory),
+            Data::Persisted(blob, bytes) => {
+                let entry = self.entry_bytes_mut(slot)?;
+                let old_bytes = u32::from_le_bytes(field(entry, at::EXTENT_BYTES));
+                put(entry, at::EXTENT_BYTES, &bytes.to_le_bytes());
+                self.records
+                    .get_mut(slot)
+                    .and_then(|r| r.replace(blob))
+                    .map(|old| Data::Persisted(old, old_bytes))
+            }
             Data::OnDevice(extent) => {
                 let entry = self.entry_bytes_mut(slot)?;
                 let old = extent_of(entry);
@@ -713,6 +755,14 @@ impl IndexTable {
             let extent = extent_of(entry);
             set_extent(entry, Extent::default());
             (extent.bytes != 0).then_some(Data::OnDevice(extent))
+        } else if self.layout == Layout::Persisted {
+            let entry = self.entry_bytes_mut(slot)?;
+            let bytes = u32::from_le_bytes(field(entry, at::EXTENT_BYTES));
+            put(entry, at::EXTENT_BYTES, &0u32.to_le_bytes());
+            self.records
+                .get_mut(slot)
+                .and_then(Option::take)
+                .map(|blob| Data::Persisted(blob, bytes))
         } else {
             self.records
                 .get_mut(slot)
@@ -883,7 +933,7 @@ mod tests {
             table.upsert_at(
                 &digest(n),
                 meta(1),
-                Data::InMemory(RecordBlob::new(b"v")),
+                Data::Persisted(RecordBlob::new(b"v"), 72),
                 n as u32,
             );
         }
@@ -1019,7 +1069,7 @@ mod tests {
     fn data_for(layout: Layout, key: u64, extent: Extent) -> Data {
         match layout {
             Layout::Device => Data::OnDevice(extent),
-            _ => Data::InMemory(RecordBlob::new(&key.to_le_bytes())),
+            _ => Data::Persisted(RecordBlob::new(&key.to_le_bytes()), extent.bytes),
         }
     }
 
@@ -1050,6 +1100,9 @@ mod tests {
                     if let (Some((_, Data::OnDevice(got), _)), Some(want)) = (&old, want) {
                         prop_assert_eq!(*got, want.2);
                     }
+                    if let (Some((_, Data::Persisted(_, got), _)), Some(want)) = (&old, want) {
+                        prop_assert_eq!(*got, want.2.bytes);
+                    }
                 }
                 2 => {
                     let moved = table.set_location(&d, value / 2, extent);
@@ -1058,6 +1111,8 @@ mod tests {
                         entry.1 = value / 2;
                         if layout == Layout::Device {
                             entry.2 = extent;
+                        } else {
+                            entry.2.bytes = extent.bytes;
                         }
                     }
                 }
@@ -1079,6 +1134,7 @@ mod tests {
             prop_assert_eq!(entry.digest, &digest(*key).0);
             prop_assert_eq!(entry.meta, meta(*generation));
             prop_assert_eq!(table.location(&digest(*key)), Some(*block));
+            prop_assert_eq!(table.stored_bytes(&digest(*key)), Some(extent.bytes));
             let want = match layout {
                 Layout::Device => Stored::OnDevice {
                     block: *block,
@@ -1096,7 +1152,8 @@ mod tests {
         let mut visited = 0;
         table.for_each(|_| visited += 1);
         prop_assert_eq!(visited, model.len());
-        prop_assert_eq!(table.index_bytes(), table.capacity() * 47);
+        let slot = if layout == Layout::Device { 47 } else { 51 };
+        prop_assert_eq!(table.index_bytes(), table.capacity() * slot);
         Ok(())
     }
 

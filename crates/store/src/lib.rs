@@ -9,6 +9,8 @@
 
 pub mod blob;
 pub mod copies;
+#[cfg(test)]
+mod crash_tests;
 pub mod device;
 pub mod index;
 pub mod namespace;
@@ -17,7 +19,7 @@ pub mod record;
 
 pub use blob::RecordBlob;
 pub use copies::{Copy, CopyError, OwnedCopy, Stamp};
-pub use device::{AppendError, CommitWait, DeviceConfig};
+pub use device::{AppendError, CommitWait, Compression, DeviceConfig, Method};
 pub use index::{Entry, IndexTable, RecordMeta, Tombstone, SLOT_BYTES};
 pub use namespace::{
     Namespace, NamespaceConfig, PartitionWriter, RecordChange, RecordObserver, SetError,

@@ -3,14 +3,20 @@
 
 use crate::blob::RecordBlob;
 use crate::device::format::{self, EntryHead};
-use crate::device::{AppendError, CommitWait, Device, DeviceConfig, Purpose};
+use crate::device::{compress, AppendError, CommitWait, Device, DeviceConfig, Method, Purpose};
 use crate::index::{Data, Entry, Extent, IndexTable, Layout, RecordMeta, Stored};
 use bolide_types::{Digest, PARTITION_COUNT};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::any::Any;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
+
+thread_local! {
+    /// Where a reading thread decompresses records.
+    static PLAIN: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Most sets a namespace may hold (set id 0 means "no set").
 pub const SETS_MAX: usize = 1023;
@@ -332,23 +338,53 @@ impl Namespace {
             tracing::error!(namespace = self.name(), block, %error, "record read failed");
             return Err(ReadError::Io);
         }
-        let buf: &'a Vec<u8> = buf;
-        match format::decode_entry(buf, device.block_seq(block)) {
+        let stored = match format::decode_entry(buf, device.block_seq(block)) {
             Some(read)
                 if read.head.digest.0 == *entry.digest && read.head.kind == format::KIND_RECORD =>
             {
-                Ok(read.payload)
+                let at = read.payload.as_ptr() as usize - buf.as_ptr() as usize;
+                Some((
+                    read.head.compression,
+                    read.head.plain_len,
+                    at..at + read.payload.len(),
+                ))
             }
-            _ => {
-                tracing::error!(
-                    namespace = self.name(),
-                    block,
-                    offset = extent.offset,
-                    "record damaged on the device"
-                );
-                Err(ReadError::Damaged)
-            }
+            _ => None,
+        };
+        let Some((method, plain_len, payload)) = stored else {
+            tracing::error!(
+                namespace = self.name(),
+                block,
+                offset = extent.offset,
+                "record damaged on the device"
+            );
+            return Err(ReadError::Damaged);
+        };
+        if method == Method::None {
+            let buf: &'a Vec<u8> = buf;
+            return buf.get(payload).ok_or(ReadError::Damaged);
         }
+        // Compressed: decompressed into a scratch buffer that then takes
+        // the place of `buf` (the entry's bytes go back as the scratch).
+        PLAIN.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let input = buf.get(payload).ok_or(ReadError::Damaged)?;
+            compress::decompress(method, input, plain_len as usize, &mut scratch).map_err(
+                |_| {
+                    tracing::error!(
+                        namespace = self.name(),
+                        block,
+                        offset = extent.offset,
+                        "compressed record does not decompress"
+                    );
+                    ReadError::Damaged
+                },
+            )?;
+            std::mem::swap(&mut *scratch, buf);
+            Ok(())
+        })?;
+        let buf: &'a Vec<u8> = buf;
+        Ok(buf)
     }
 
     /// Read access to partition `index` (0..4096), for sweeps and scans.
@@ -652,6 +688,7 @@ impl Namespace {
     pub(crate) fn entry_bytes(&self, set_id: u16, data: &Data) -> usize {
         match data {
             Data::OnDevice(extent) => extent.bytes as usize,
+            Data::Persisted(_, bytes) => *bytes as usize,
             Data::InMemory(blob) => {
                 let set_len = self.set_name(set_id).map_or(0, str::len);
                 format::record_entry_bytes(set_len, blob.len())
@@ -750,7 +787,7 @@ impl<'n> PartitionWriter<'n> {
             return Ok(None);
         };
         let set_name = self.namespace.set_name(meta.set_id).unwrap_or_default();
-        let placed = device.append(
+        let placed = device.append_record(
             record_head(digest, &meta),
             set_name.as_bytes(),
             record,
@@ -763,7 +800,7 @@ impl<'n> PartitionWriter<'n> {
                 bytes: placed.bytes,
             })
         } else {
-            Data::InMemory(RecordBlob::new(record))
+            Data::Persisted(RecordBlob::new(record), placed.bytes)
         };
         self.install(digest, meta, data, placed.block);
         Ok(wait)
@@ -900,6 +937,8 @@ impl<'n> PartitionWriter<'n> {
 pub(crate) fn record_head(digest: &Digest, meta: &RecordMeta) -> EntryHead {
     EntryHead {
         kind: format::KIND_RECORD,
+        compression: Method::None,
+        plain_len: 0,
         generation: meta.generation,
         seq: 0,
         digest: *digest,

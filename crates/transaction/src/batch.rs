@@ -10,11 +10,12 @@
 //!              · [u16 generation if 0x04] · [u32 ttl if 0x08] · u16 n_fields · u16 n_ops · fields · ops
 //! ```
 
+use crate::caller::Caller;
 use crate::cluster::{Cluster, Remote};
-use crate::expression::Expr;
 use crate::{append_last, execute_record, Outcome, Scratch, StreamJob, CHUNK_BYTES};
 use bolide_cluster::routing::Gates;
 use bolide_cluster::Routing;
+use bolide_particles::expression::Expr;
 use bolide_store::{Namespace, Store};
 use bolide_types::ResultCode;
 use bolide_wire::message::{encode_field, encode_header, MsgHeader};
@@ -60,11 +61,14 @@ pub struct BatchJob {
     remote: Option<Arc<dyn RemoteRunner>>,
     /// The parent's filter expression, for rows proxied elsewhere.
     parent_filter: Option<Vec<u8>>,
+    /// Who asked: each row is checked as a request of its own.
+    caller: Caller,
 }
 
 pub fn start(
     store: &Store,
     cluster: &Cluster<'_>,
+    caller: &Caller,
     body: &[u8],
     message: &Message<'_>,
     out: &mut Vec<u8>,
@@ -77,7 +81,7 @@ pub fn start(
     let filter = match message
         .fields
         .filter_expression
-        .map(crate::expression::parse)
+        .map(bolide_particles::expression::parse)
         .transpose()
     {
         Ok(filter) => filter,
@@ -116,6 +120,7 @@ pub fn start(
         gates: Arc::clone(cluster.gates),
         remote: cluster.runner.cloned(),
         parent_filter: message.fields.filter_expression.map(<[u8]>::to_vec),
+        caller: caller.clone(),
     };
     if job.inline {
         std::mem::swap(&mut job.scratch, scratch);
@@ -207,6 +212,7 @@ impl BatchJob {
         let cluster = Cluster::new(&self.routing, &self.gates);
         let remote = execute_record(
             &cluster,
+            &self.caller,
             ns_index,
             namespace,
             &message,

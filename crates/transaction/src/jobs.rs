@@ -87,7 +87,7 @@ impl Aggregate {
         Ok(Aggregate {
             call: Call::from_message(message)?,
             sources,
-            time_limit: udf::time_limit(&message.header).max(Duration::from_secs(1)),
+            time_limit: udf::time_limit(message.header.transaction_ttl).max(Duration::from_secs(1)),
         })
     }
 
@@ -196,7 +196,7 @@ impl Background {
         index: usize,
         namespace: &Namespace,
         digests: &[Digest],
-        filter: Option<&crate::expression::Expr>,
+        filter: Option<&bolide_particles::expression::Expr>,
         scratch: &mut crate::Scratch,
         runner: Option<&std::sync::Arc<dyn crate::RemoteRunner>>,
     ) {
@@ -222,8 +222,10 @@ impl Background {
             };
             out.clear();
             let keep = || body.clone();
+            // The job was admitted when it started (`crate::scan::plan`).
             let remote = crate::execute_record(
                 cluster,
+                &crate::Caller::node(),
                 index,
                 namespace,
                 &message,

@@ -1,30 +1,40 @@
-//! The transaction layer: one AS_MSG request in, one response out.
+//! The transaction layer: one request in, its answer out.
 //!
-//! `execute` decodes the message, routes it to its namespace and partition,
-//! runs its ops under the partition lock (reads under the read lock, writes
-//! under the write lock, so two writes to one record never interleave) and
-//! encodes the answer into the connection's output buffer. It runs to
-//! completion on the calling thread and never blocks on I/O.
+//! `execute` decodes an AS_MSG; a single-record command becomes a typed
+//! [`request::Request`] (borrowing the message's bytes), which is routed
+//! to its namespace and partition and run under the partition lock (reads
+//! under the read lock, writes under the write lock, so two writes to one
+//! record never interleave); the answer goes to a [`reply::Reply`], here
+//! the AS_MSG frame in the connection's output buffer. Another protocol
+//! builds typed requests itself and calls `execute_request` with a sink of
+//! its own. Everything runs to completion on the calling thread and never
+//! blocks on I/O. Each request carries its `Caller` (who is asking);
+//! `Caller::check` is the one access-control hook, asked on every path
+//! before any work (`caller`).
 //!
-//! Depends on `bolide-types`, `bolide-wire` and `bolide-store`; knows nothing
-//! of sockets.
+//! Owns the request's life: decode, route (`cluster`), lock, read and
+//! write, replicate, batches, scans, queries, background jobs, secondary
+//! indexes (`sindex`) and the glue to UDFs (`udf`). What is computed over
+//! values (list and map ops, bits, HyperLogLog, geo, expressions, bin ops)
+//! is `bolide-particles`; `record` lets it read records.
+//!
+//! Depends on `bolide-types`, `bolide-wire`, `bolide-store`,
+//! `bolide-cluster`, `bolide-particles` and `bolide-udf`; knows nothing of
+//! sockets.
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
 mod batch;
-mod bits;
-mod cdt;
+pub mod caller;
 pub mod cluster;
-mod expression;
-mod geo;
-mod hll;
 pub mod jobs;
 pub mod metadata;
-mod ops;
-mod particle_ops;
 mod query;
 mod read;
 mod read_touch;
+mod record;
+pub mod reply;
+pub mod request;
 mod scan;
 pub mod sindex;
 mod ttl;
@@ -33,7 +43,10 @@ mod write;
 
 pub use batch::{BatchJob, RemoteRunner};
 pub use bolide_cluster::routing::GateGuard;
+pub use caller::{Caller, Permission, Policy as AccessPolicy};
 pub use cluster::{Cluster, Need, Remote, Replication, Request, Standalone};
+pub use reply::{Answer, Reply, WireReply};
+pub use request::{Action, Key, Ops, Policy, Request as RecordRequest, UdfCall};
 pub use scan::ScanJob;
 
 /// The node's services above the store: secondary indexes and UDF
@@ -72,12 +85,12 @@ pub fn services(namespace: &Namespace) -> Option<&Services> {
 }
 
 use bolide_cluster::datapath::{self, Decision, Nodes, OwnedImage};
+use bolide_particles::expression::{self, Expr};
 use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
-use bolide_types::{Digest, ResultCode, DIGEST_BYTES};
+use bolide_types::{Digest, ResultCode};
 use bolide_wire::message::MsgHeader;
 use bolide_wire::response::{append_result, append_result_framed};
 use bolide_wire::{info1, info2, info3, Framing, Message, ResponseWriter};
-use expression::Expr;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Buffers a connection reuses across requests, so the hot path allocates
@@ -87,7 +100,6 @@ pub struct Scratch {
     record: Vec<u8>,
     /// A stored record read back from the device.
     loaded: Vec<u8>,
-    results: Vec<u8>,
     /// Writes answered but not yet durable (commit-to-device): the
     /// answers must not leave before these waits end.
     commit_waits: Vec<CommitWait>,
@@ -157,12 +169,13 @@ pub enum Outcome {
 /// Output bytes a stream job appends per `fill` before yielding.
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
-/// Runs one AS_MSG request (the body after the proto header): either
-/// appends its whole response to `out`, or returns a job that produces it,
-/// or the work other nodes must do first.
+/// Runs one AS_MSG request (the body after the proto header) for `caller`:
+/// either appends its whole response to `out`, or returns a job that
+/// produces it, or the work other nodes must do first.
 pub fn execute(
     store: &Store,
     cluster: &Cluster<'_>,
+    caller: &Caller,
     body: &[u8],
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
@@ -180,10 +193,10 @@ pub fn execute(
         }
     };
     if message.header.info1 & info1::BATCH != 0 {
-        return batch::start(store, cluster, body, &message, out, scratch);
+        return batch::start(store, cluster, caller, body, &message, out, scratch);
     }
     if message.fields.digest.is_none() {
-        return scan::start(store, cluster, &message, out);
+        return scan::start(store, cluster, caller, &message, out);
     }
     let found = message
         .fields
@@ -196,6 +209,7 @@ pub fn execute(
     let keep = || body.to_vec();
     match execute_record(
         cluster,
+        caller,
         index,
         namespace,
         &message,
@@ -210,9 +224,11 @@ pub fn execute(
     }
 }
 
-/// Runs a request that another node sent here (a proxy), answered framed
-/// as `framing`: a message of its own, or one row of a batch (a single
-/// record request answered as that row).
+/// Runs a request that another node sent here (a proxy), or one of this
+/// node's own requests run again, answered framed as `framing`: a message
+/// of its own, or one row of a batch (a single record request answered as
+/// that row). Such a request was admitted where it arrived from its
+/// client, so it runs as the node ([`Caller::node`]).
 pub fn execute_framed(
     store: &Store,
     cluster: &Cluster<'_>,
@@ -221,8 +237,9 @@ pub fn execute_framed(
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
 ) -> Outcome {
+    let caller = Caller::node();
     if framing == Framing::Message {
-        return execute(store, cluster, body, out, scratch);
+        return execute(store, cluster, &caller, body, out, scratch);
     }
     let message = match Message::decode(body) {
         Ok(message) if message.fields.digest.is_some() => message,
@@ -241,7 +258,7 @@ pub fn execute_framed(
     };
     let keep = || body.to_vec();
     match execute_record(
-        cluster, index, namespace, &message, None, out, scratch, framing, &keep,
+        cluster, &caller, index, namespace, &message, None, out, scratch, framing, &keep,
     ) {
         Some(remote) => Outcome::Remote(remote),
         None => Outcome::Answered,
@@ -255,6 +272,7 @@ pub fn execute_framed(
 #[allow(clippy::too_many_arguments)]
 fn execute_record(
     cluster: &Cluster<'_>,
+    caller: &Caller,
     index: usize,
     namespace: &Namespace,
     message: &Message<'_>,
@@ -264,15 +282,115 @@ fn execute_record(
     framing: Framing,
     keep: &dyn Fn() -> Vec<u8>,
 ) -> Option<Remote> {
-    let start = out.len();
-    let kind = kind_of(&message.header);
-    let code = match route(
+    let mut reply = WireReply::new(out, framing);
+    let request = match RecordRequest::from_message(message) {
+        Ok(request) => request,
+        Err(code) => {
+            reply.fail(code);
+            count(namespace, kind_of(&message.header), code);
+            return None;
+        }
+    };
+    run_record(
         cluster,
+        caller,
         index,
         namespace,
-        message,
+        &request,
         parent_filter,
-        out,
+        &mut reply,
+        scratch,
+        framing,
+        keep,
+    )
+}
+
+/// Runs one typed single-record request, from a front end that does not
+/// speak Aerospike's message bytes: the answer goes to `reply`; or the
+/// work other nodes must do first comes back (nothing answered; a proxy
+/// carries the request encoded as an AS_MSG, a replicated write's answer
+/// is what `reply.detach()` gives).
+pub fn execute_request<R: Reply + ?Sized>(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    caller: &Caller,
+    request: &RecordRequest<'_>,
+    reply: &mut R,
+    scratch: &mut Scratch,
+) -> Option<Remote> {
+    let Some((index, namespace)) = store.namespace_index(request.namespace) else {
+        reply.fail(ResultCode::Namespace);
+        return None;
+    };
+    let keep = || request.encode();
+    run_record(
+        cluster,
+        caller,
+        index,
+        namespace,
+        request,
+        None,
+        reply,
+        scratch,
+        Framing::Message,
+        &keep,
+    )
+}
+
+/// What one row of a typed batch came to.
+pub enum Row {
+    Answered(Answer),
+    /// The row needs other nodes first (see [`execute_request`]); boxed,
+    /// as only rows of a cluster's other partitions need it.
+    Remote(Box<Remote>),
+}
+
+/// Runs typed requests as a batch: each row runs like a single-record
+/// request, in order, and answers on its own (a failed row does not stop
+/// the others), as Aerospike's batch rows do.
+pub fn execute_batch(
+    store: &Store,
+    cluster: &Cluster<'_>,
+    caller: &Caller,
+    requests: &[RecordRequest<'_>],
+    scratch: &mut Scratch,
+) -> Vec<Row> {
+    requests
+        .iter()
+        .map(|request| {
+            let mut answer = Answer::default();
+            match execute_request(store, cluster, caller, request, &mut answer, scratch) {
+                Some(remote) => Row::Remote(Box::new(remote)),
+                None => Row::Answered(answer),
+            }
+        })
+        .collect()
+}
+
+/// Runs a single-record request and counts it.
+#[allow(clippy::too_many_arguments)]
+// PERF: hot path.
+fn run_record<R: Reply + ?Sized>(
+    cluster: &Cluster<'_>,
+    caller: &Caller,
+    index: usize,
+    namespace: &Namespace,
+    request: &RecordRequest<'_>,
+    parent_filter: Option<&Expr>,
+    reply: &mut R,
+    scratch: &mut Scratch,
+    framing: Framing,
+    keep: &dyn Fn() -> Vec<u8>,
+) -> Option<Remote> {
+    let kind = request.kind();
+    let code = match route(
+        cluster,
+        caller,
+        index,
+        namespace,
+        request,
+        parent_filter,
+        reply,
         scratch,
         framing,
         keep,
@@ -285,8 +403,7 @@ fn execute_record(
             return Some(remote);
         }
         Err(code) => {
-            out.truncate(start);
-            append_result_framed(out, code.as_u8(), framing);
+            reply.fail(code);
             code
         }
     };
@@ -305,35 +422,28 @@ fn append_last(out: &mut Vec<u8>, code: ResultCode) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn route(
+fn route<R: Reply + ?Sized>(
     cluster: &Cluster<'_>,
+    caller: &Caller,
     index: usize,
     namespace: &Namespace,
-    message: &Message<'_>,
+    record: &RecordRequest<'_>,
     parent_filter: Option<&Expr>,
-    out: &mut Vec<u8>,
+    reply: &mut R,
     scratch: &mut Scratch,
     framing: Framing,
     keep: &dyn Fn() -> Vec<u8>,
 ) -> Result<Option<Remote>, ResultCode> {
-    let fields = &message.fields;
-    if fields.unknown_type.is_some() {
-        return Err(ResultCode::Parameter);
-    }
-    if fields.transaction {
-        return Err(ResultCode::UnsupportedFeature);
-    }
-    let digest = fields.digest.ok_or(ResultCode::Parameter)?;
-    let digest: [u8; DIGEST_BYTES] = digest.try_into().map_err(|_| ResultCode::Parameter)?;
-    let digest = Digest(digest);
-    let header = &message.header;
+    check_caller(caller, namespace, record)?;
+    let digest = record.digest;
+    let policy = &record.policy;
     let pid = digest.partition_id().index();
     let route = cluster.route(index, pid);
-    let is_write = header.info2 & info2::WRITE != 0 || fields.udf;
+    let is_write = record.action != Action::Read;
     let remote = |need: Need| {
         Ok(Some(Remote {
             need,
-            request: cluster::keep_request_bytes(keep(), framing, header.transaction_ttl),
+            request: cluster::keep_request_bytes(keep(), framing, policy.timeout_ms),
             answer: Vec::new(),
         }))
     };
@@ -346,7 +456,7 @@ fn route(
         index,
         pid,
         is_write,
-        datapath::ReadMode::of_info3(header.info3),
+        datapath::ReadMode::of_info3(policy.read_mode_sc),
         cluster.resolved,
     ) {
         Decision::Unavailable => return Err(ResultCode::Unavailable),
@@ -361,35 +471,32 @@ fn route(
                     &route,
                     index,
                     is_write,
-                    datapath::ReadMode::of_info3(header.info3),
+                    datapath::ReadMode::of_info3(policy.read_mode_sc),
                 ),
             })
         }
         Decision::Read => None,
         Decision::Write(guard) => guard,
     };
-    let own_filter = fields
-        .filter_expression
-        .map(expression::parse)
-        .transpose()?;
+    let own_filter = record.filter.map(expression::parse).transpose()?;
     let filter = own_filter.as_ref().or(parent_filter);
     if is_write {
         let destinations = route.destinations();
         scratch.capture = !destinations.is_empty();
         scratch.copy = None;
-        let start = out.len();
         // A record UDF runs at the master like any write (it may write).
-        let result = if fields.udf {
-            udf::apply(namespace, &digest, message, filter, out, scratch, framing)
+        let result = if record.action == Action::Udf {
+            udf::apply(namespace, &digest, record, filter, reply, scratch)
         } else {
-            write::execute(namespace, &digest, message, filter, out, scratch, framing)
+            write::execute(namespace, &digest, record, filter, reply, scratch)
         };
         scratch.capture = false;
         result?;
         let Some(copy) = scratch.copy.take() else {
             return Ok(None);
         };
-        let answer = out.split_off(start);
+        // The answer waits for the copies.
+        let answer = reply.detach();
         // PERF: the image moves out of the copy; no allocation.
         let image = OwnedImage {
             digest: copy.digest.0,
@@ -414,30 +521,56 @@ fn route(
                 // SC acknowledges only once every replica has the write.
                 commit_master: framing == Framing::Message
                     && !sc
-                    && (header.info3 & info3::COMMIT_MASTER != 0
-                        || namespace.config.write_commit_level_master),
+                    && (policy.commit_master || namespace.config.write_commit_level_master),
                 guard,
             }),
             request: Request {
                 body: Vec::new(),
                 framing,
-                timeout_ms: header.transaction_ttl,
+                timeout_ms: policy.timeout_ms,
             },
             answer,
         }))
-    } else if header.info1 & info1::READ != 0 {
+    } else {
         read::execute(
             namespace,
             &digest,
-            message,
+            record,
             filter,
-            out,
+            reply,
             &mut scratch.loaded,
-            framing,
         )
         .map(|()| None)
-    } else {
-        Err(ResultCode::Parameter)
+    }
+}
+
+/// Whether `caller` may run this single-record request (or batch row): a
+/// read needs `Read`, a write `Write` (a delete `Delete`, and `Read` too
+/// when it also reads), a record UDF `UdfApply`; scoped to the request's
+/// namespace and set.
+// PERF: hot path: one branch for an open caller.
+#[inline]
+fn check_caller(
+    caller: &Caller,
+    namespace: &Namespace,
+    request: &RecordRequest<'_>,
+) -> Result<(), ResultCode> {
+    let set = request.set.filter(|set| !set.is_empty());
+    let check = |permission| caller.check(permission, Some(namespace.name()), set);
+    match request.action {
+        Action::Udf => check(Permission::UdfApply),
+        Action::Read => check(Permission::Read),
+        Action::Write => {
+            if request.policy.delete {
+                check(Permission::Delete)?;
+            } else {
+                check(Permission::Write)?;
+            }
+            if request.policy.read {
+                check(Permission::Read)?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -466,37 +599,27 @@ fn check_filter(
     let Some(filter) = filter else {
         return Ok(());
     };
-    let subject = expression::Subject {
+    let stored = record::Stored {
+        record,
         digest,
         meta,
-        bins: expression::Bins::Stored(record),
-        key: record.key,
-        record_bytes,
         set_name: namespace.set_name(meta.set_id),
-        now_ms: bolide_types::now_citrusleaf_milliseconds(),
+        record_bytes,
     };
-    if expression::passes(filter, &subject) {
+    if expression::passes(filter, &stored, bolide_types::now_citrusleaf_milliseconds()) {
         Ok(())
     } else {
         Err(ResultCode::FilteredOut)
     }
 }
 
-/// The KEY field: one key-type byte, then the value.
-fn split_key(field: &[u8]) -> Result<(u8, &[u8]), ResultCode> {
-    field
-        .split_first()
-        .map(|(&key_type, value)| (key_type, value))
-        .ok_or(ResultCode::Parameter)
-}
-
 /// A request carrying its user key must match the key stored with the
 /// record (when one was stored): else KEY_MISMATCH.
-fn check_key(message: &Message<'_>, stored: Option<(u8, &[u8])>) -> Result<(), ResultCode> {
-    let Some(field) = message.fields.key else {
+fn check_key(request: &RecordRequest<'_>, stored: Option<(u8, &[u8])>) -> Result<(), ResultCode> {
+    let Some(key) = request.key else {
         return Ok(());
     };
-    let requested = split_key(field)?;
+    let requested = key.parts()?;
     match stored {
         Some(stored) if stored != requested => Err(ResultCode::KeyMismatch),
         _ => Ok(()),
@@ -505,8 +628,12 @@ fn check_key(message: &Message<'_>, stored: Option<(u8, &[u8])>) -> Result<(), R
 
 /// A request naming a set must name the record's set (the digest includes
 /// the set, so a mismatch means a digest collision or a confused client).
-fn check_set(namespace: &Namespace, message: &Message<'_>, set_id: u16) -> Result<(), ResultCode> {
-    match message.fields.set {
+fn check_set(
+    namespace: &Namespace,
+    request: &RecordRequest<'_>,
+    set_id: u16,
+) -> Result<(), ResultCode> {
+    match request.set {
         Some(set) if !set.is_empty() => {
             let record_set = namespace
                 .set_name(set_id)
@@ -560,3 +687,6 @@ fn count(namespace: &Namespace, kind: Kind, code: ResultCode) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod caller_tests;

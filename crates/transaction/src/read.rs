@@ -1,22 +1,22 @@
 //! Reads: get (all bins, named bins), exists / header.
 
-use crate::expression::{self, Expr};
+use crate::reply::Reply;
+use crate::request::Request;
+use bolide_particles::expression::{self, Expr};
 use bolide_store::{Namespace, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, ResultCode, BIN_NAME_BYTES_MAX};
-use bolide_wire::message::MsgHeader;
-use bolide_wire::{info1, info2, op_type, Framing, Message, ResponseWriter};
+use bolide_wire::op_type;
 
 // PERF: hot path.
-pub fn execute(
+pub fn execute<R: Reply + ?Sized>(
     namespace: &Namespace,
     digest: &Digest,
-    message: &Message<'_>,
+    request: &Request<'_>,
     filter: Option<&Expr>,
-    out: &mut Vec<u8>,
+    reply: &mut R,
     loaded: &mut Vec<u8>,
-    framing: Framing,
 ) -> Result<(), ResultCode> {
-    let touch = answer(namespace, digest, message, filter, out, loaded, framing)?;
+    let touch = answer(namespace, digest, request, filter, reply, loaded)?;
     if let Some(ttl) = touch {
         // After the read lock is released (read-touch-ttl-percent).
         crate::read_touch::touch(namespace, digest, ttl);
@@ -26,30 +26,29 @@ pub fn execute(
 
 /// Answers the read; gives the TTL to touch the record with, if the read
 /// asked for a touch and the record is due for one.
-fn answer(
+fn answer<R: Reply + ?Sized>(
     namespace: &Namespace,
     digest: &Digest,
-    message: &Message<'_>,
+    request: &Request<'_>,
     filter: Option<&Expr>,
-    out: &mut Vec<u8>,
+    reply: &mut R,
     loaded: &mut Vec<u8>,
-    framing: Framing,
 ) -> Result<Option<u32>, ResultCode> {
-    let header = &message.header;
-    let metadata_only = header.info1 & (info1::NO_BIN_DATA | info1::GET_ALL) != 0;
-    if header.n_ops == 0 && !metadata_only {
+    let policy = &request.policy;
+    let metadata_only = policy.metadata_only || policy.read_all_bins;
+    if !metadata_only && request.ops.is_empty() {
         return Err(ResultCode::Parameter);
     }
     // Validate the ops (and parse expression reads) before taking the lock.
     let mut exp_reads = Vec::new();
-    for op in message.ops() {
+    for op in request.ops.iter() {
         if op.op_type == op_type::EXP_READ {
             exp_reads.push(expression::parse_op(op.value, false)?);
         } else if !matches!(
             op.op_type,
             op_type::READ | op_type::CDT_READ | op_type::BIT_READ | op_type::HLL_READ
         ) {
-            return Err(if crate::ops::is_readable(op.op_type) {
+            return Err(if bolide_particles::ops::is_readable(op.op_type) {
                 ResultCode::UnsupportedFeature
             } else {
                 ResultCode::Parameter
@@ -67,53 +66,49 @@ fn answer(
     let Some(entry) = entry else {
         return Err(ResultCode::NotFound);
     };
-    crate::check_set(namespace, message, entry.meta.set_id)?;
-    let touch = crate::read_touch::due(&entry.meta, header.record_ttl, now)?;
-    let response = MsgHeader {
-        generation: u32::from(entry.meta.generation),
-        record_ttl: entry.meta.void_time,
-        ..MsgHeader::default()
-    };
-    if header.info1 & info1::NO_BIN_DATA != 0 && filter.is_none() && message.fields.key.is_none() {
+    crate::check_set(namespace, request, entry.meta.set_id)?;
+    let touch = crate::read_touch::due(&entry.meta, policy.ttl, now)?;
+    let (generation, void_time) = (entry.meta.generation, entry.meta.void_time);
+    if policy.metadata_only && filter.is_none() && request.key.is_none() {
         // Exists / header: the index answers; with the data on the device
         // there is nothing to read.
-        ResponseWriter::begin_framed(out, &response, framing).finish();
+        reply.begin();
+        reply.end(ResultCode::Ok, generation, void_time);
         return Ok(touch);
     }
     let bytes = crate::record_bytes(namespace, &entry, loaded)?;
     let record = RecordView::parse(bytes).ok_or(ResultCode::Unknown)?;
-    crate::check_key(message, record.key)?;
+    crate::check_key(request, record.key)?;
     crate::check_filter(namespace, filter, digest, &entry.meta, &record, bytes.len())?;
-    let mut writer = ResponseWriter::begin_framed(out, &response, framing);
-    let read_all = header.info1 & info1::GET_ALL != 0 || message.ops().any(|op| op.name.is_empty());
-    if header.info1 & info1::NO_BIN_DATA != 0 {
+    reply.begin();
+    let read_all = policy.read_all_bins || request.ops.iter().any(|op| op.name.is_empty());
+    if policy.metadata_only {
         // Metadata only.
     } else if read_all {
         for bin in record.bins() {
-            writer.op(op_type::READ, bin.particle_type, bin.name, bin.value);
+            reply.bin(op_type::READ, bin.particle_type, bin.name, bin.value);
         }
     } else {
-        let respond_all = header.info2 & info2::RESPOND_ALL_OPS != 0;
+        let respond_all = policy.respond_all_ops;
         let mut exp_reads = exp_reads.iter();
-        for op in message.ops() {
+        for op in request.ops.iter() {
             if op.op_type == op_type::EXP_READ {
                 let Some(exp) = exp_reads.next() else {
                     return Err(ResultCode::Parameter);
                 };
-                let subject = expression::Subject {
+                let stored = crate::record::Stored {
+                    record: &record,
                     digest,
                     meta: &entry.meta,
-                    bins: expression::Bins::Stored(&record),
-                    key: record.key,
-                    record_bytes: bytes.len(),
                     set_name: namespace.set_name(entry.meta.set_id),
-                    now_ms: bolide_types::now_citrusleaf_milliseconds(),
+                    record_bytes: bytes.len(),
                 };
-                match expression::evaluate(&exp.expr, &subject).read_answer(exp.flags)? {
+                let now_ms = bolide_types::now_citrusleaf_milliseconds();
+                match expression::evaluate(&exp.expr, &stored, now_ms).read_answer(exp.flags)? {
                     Some((particle_type, value)) => {
-                        writer.op(op_type::READ, particle_type, op.name, &value)
+                        reply.bin(op_type::READ, particle_type, op.name, &value)
                     }
-                    None if respond_all => writer.op(op_type::READ, 0, op.name, &[]),
+                    None if respond_all => reply.bin(op_type::READ, 0, op.name, &[]),
                     None => {}
                 }
                 continue;
@@ -122,11 +117,11 @@ fn answer(
                 let bin = record
                     .bin(op.name)
                     .map(|bin| (bin.particle_type, bin.value));
-                match crate::particle_ops::read(&op, bin)? {
+                match bolide_particles::particle_ops::read(&op, bin)? {
                     Some((particle_type, value)) => {
-                        writer.op(op_type::READ, particle_type, op.name, &value)
+                        reply.bin(op_type::READ, particle_type, op.name, &value)
                     }
-                    None if respond_all => writer.op(op_type::READ, 0, op.name, &[]),
+                    None if respond_all => reply.bin(op_type::READ, 0, op.name, &[]),
                     None => {}
                 }
                 continue;
@@ -135,27 +130,23 @@ fn answer(
                 let current = record
                     .bin(op.name)
                     .map(|bin| (bin.particle_type, bin.value));
-                match crate::cdt::execute(current, op.value, false) {
-                    Ok(outcome) => match outcome.result {
-                        Some((particle_type, value)) => {
-                            writer.op(op_type::CDT_READ, particle_type, op.name, &value)
-                        }
-                        None if respond_all => writer.op(op_type::CDT_READ, 0, op.name, &[]),
-                        None => {}
-                    },
-                    Err(code) => {
-                        return Err(code);
+                let outcome = bolide_particles::cdt::execute(current, op.value, false)?;
+                match outcome.result {
+                    Some((particle_type, value)) => {
+                        reply.bin(op_type::CDT_READ, particle_type, op.name, &value)
                     }
+                    None if respond_all => reply.bin(op_type::CDT_READ, 0, op.name, &[]),
+                    None => {}
                 }
                 continue;
             }
             match record.bin(op.name) {
-                Some(bin) => writer.op(op_type::READ, bin.particle_type, bin.name, bin.value),
-                None if respond_all => writer.op(op_type::READ, 0, op.name, &[]),
+                Some(bin) => reply.bin(op_type::READ, bin.particle_type, bin.name, bin.value),
+                None if respond_all => reply.bin(op_type::READ, 0, op.name, &[]),
                 None => {}
             }
         }
     }
-    writer.finish();
+    reply.end(ResultCode::Ok, generation, void_time);
     Ok(touch)
 }

@@ -68,6 +68,7 @@ fn run(store: &Store, request: &Request) -> Reply {
     let _ = execute(
         store,
         &standalone.cluster(),
+        &Caller::client(None),
         &request.encode(),
         &mut out,
         &mut Scratch::default(),
@@ -187,6 +188,31 @@ fn exists_policies_and_generation_checks() {
     assert_eq!(run(&store, &generation).generation, 2);
 }
 
+/// Create-only is checked before the generation (the server's order): a
+/// create-only write with an expected generation the record does not pass
+/// answers "exists", not "generation".
+#[test]
+fn create_only_is_decided_before_the_generation() {
+    let store = store();
+    run(&store, &put(1, "a", particle::STRING, b"x"));
+    run(&store, &put(1, "a", particle::STRING, b"y"));
+    let mut restore = put(1, "a", particle::STRING, b"z");
+    restore.header.info2 |= info2::CREATE_ONLY | info2::GENERATION_GT;
+    restore.header.generation = 1;
+    assert_eq!(
+        run(&store, &restore).result,
+        ResultCode::RecordExists.as_u8()
+    );
+    let mut update = put(2, "a", particle::STRING, b"z");
+    update.header.info3 = info3::UPDATE_ONLY;
+    update.header.info2 |= info2::GENERATION;
+    update.header.generation = 3;
+    assert_eq!(run(&store, &update).result, ResultCode::NotFound.as_u8());
+    // Without create-only, the same generation check fails as before.
+    restore.header.info2 &= !info2::CREATE_ONLY;
+    assert_eq!(run(&store, &restore).result, ResultCode::Generation.as_u8());
+}
+
 #[test]
 fn replace_drops_unnamed_bins() {
     let store = store();
@@ -293,6 +319,7 @@ fn unknown_namespace_and_garbage() {
     let _ = execute(
         &store,
         &standalone.cluster(),
+        &Caller::client(None),
         &[1, 2, 3],
         &mut out,
         &mut Scratch::default(),
@@ -305,7 +332,7 @@ proptest::proptest! {
     fn any_bytes_get_exactly_one_well_formed_answer(body in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
         let store = store();
         let mut out = Vec::new();
-        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &body, &mut out, &mut Scratch::default()), &mut out);
+        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &Caller::client(None), &body, &mut out, &mut Scratch::default()), &mut out);
         let frames = frames(&out);
         proptest::prop_assert!(!frames.is_empty());
     }
@@ -318,7 +345,309 @@ proptest::proptest! {
             *slot = byte;
         }
         let mut out = Vec::new();
-        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &body, &mut out, &mut Scratch::default()), &mut out);
+        drain(execute(&store, &crate::Standalone::new(&store).cluster(), &Caller::client(None), &body, &mut out, &mut Scratch::default()), &mut out);
         proptest::prop_assert!(out.len() >= 30);
+    }
+}
+
+// ---------------------------------------------------------------- typed requests
+
+/// A typed request for record `seed` of test/demo.
+fn typed<'a>(seed: u8, action: Action, ops: &'a [bolide_wire::Op<'a>]) -> RecordRequest<'a> {
+    RecordRequest {
+        namespace: b"test",
+        set: Some(b"demo"),
+        digest: Digest(Request::new(seed).digest),
+        key: None,
+        action,
+        policy: Policy {
+            read: action == Action::Read,
+            ..Policy::default()
+        },
+        ops: Ops::Slice(ops),
+        filter: None,
+        udf: UdfCall::default(),
+    }
+}
+
+fn typed_run(store: &Store, request: &RecordRequest<'_>) -> Answer {
+    let standalone = crate::Standalone::new(store);
+    let mut answer = Answer::default();
+    let remote = execute_request(
+        store,
+        &standalone.cluster(),
+        &Caller::client(None),
+        request,
+        &mut answer,
+        &mut Scratch::default(),
+    );
+    assert!(remote.is_none());
+    answer
+}
+
+fn op<'a>(op_type: u8, particle_type: u8, name: &'a [u8], value: &'a [u8]) -> bolide_wire::Op<'a> {
+    bolide_wire::Op {
+        op_type,
+        particle_type,
+        flags: 0,
+        name,
+        value,
+    }
+}
+
+#[test]
+fn typed_requests_write_read_operate_and_delete_without_message_bytes() {
+    let store = store();
+    let seven = 7i64.to_be_bytes();
+    let write = [
+        op(op_type::WRITE, particle::INTEGER, b"n", &seven),
+        op(op_type::WRITE, particle::STRING, b"s", b"text"),
+    ];
+    let answer = typed_run(&store, &typed(40, Action::Write, &write));
+    assert_eq!(answer.code, Some(ResultCode::Ok));
+    assert_eq!(answer.generation, 1);
+    assert!(answer.bins.is_empty());
+
+    // Operate: an increment and a read of the result, answered in order.
+    let three = 3i64.to_be_bytes();
+    let operate = [
+        op(op_type::INCR, particle::INTEGER, b"n", &three),
+        op(op_type::READ, particle::NULL, b"n", &[]),
+    ];
+    let mut request = typed(40, Action::Write, &operate);
+    request.policy.read = true;
+    let answer = typed_run(&store, &request);
+    assert_eq!(answer.code, Some(ResultCode::Ok));
+    assert_eq!(answer.generation, 2);
+    assert_eq!(
+        answer.bins,
+        vec![(
+            op_type::READ,
+            particle::INTEGER,
+            b"n".to_vec(),
+            10i64.to_be_bytes().to_vec()
+        )]
+    );
+
+    // A read of every bin.
+    let mut read = typed(40, Action::Read, &[]);
+    read.policy.read_all_bins = true;
+    let answer = typed_run(&store, &read);
+    assert_eq!(answer.code, Some(ResultCode::Ok));
+    assert_eq!(answer.bins.len(), 2);
+    assert_eq!(
+        answer.bins[1],
+        (
+            op_type::READ,
+            particle::STRING,
+            b"s".to_vec(),
+            b"text".to_vec()
+        )
+    );
+
+    // A list op through the value algebra, as a Redis RPUSH would send it.
+    let payload = [0x92, 0x01, 0x05]; // [APPEND, 5]
+    let append = [op(op_type::CDT_MODIFY, particle::NULL, b"l", &payload)];
+    let answer = typed_run(&store, &typed(40, Action::Write, &append));
+    assert_eq!(
+        answer.bins,
+        vec![(
+            op_type::CDT_MODIFY,
+            particle::INTEGER,
+            b"l".to_vec(),
+            1i64.to_be_bytes().to_vec()
+        )]
+    );
+
+    // Policies: create-only on an existing record, a generation check.
+    let mut create = typed(40, Action::Write, &write);
+    create.policy.create_only = true;
+    assert_eq!(
+        typed_run(&store, &create).code,
+        Some(ResultCode::RecordExists)
+    );
+    let mut checked = typed(40, Action::Write, &write);
+    checked.policy.generation_equal = true;
+    checked.policy.generation = 1;
+    assert_eq!(
+        typed_run(&store, &checked).code,
+        Some(ResultCode::Generation)
+    );
+
+    // Delete, then the read answers not found.
+    let mut delete = typed(40, Action::Write, &[]);
+    delete.policy.delete = true;
+    assert_eq!(typed_run(&store, &delete).code, Some(ResultCode::Ok));
+    let answer = typed_run(&store, &read);
+    assert_eq!(answer.code, Some(ResultCode::NotFound));
+    assert!(answer.bins.is_empty());
+
+    // A batch: rows answer on their own, in order.
+    let mut rows = vec![typed(40, Action::Write, &write), read.clone(), read.clone()];
+    rows[2].digest = Digest([0xee; 20]);
+    let answers: Vec<Option<ResultCode>> = execute_batch(
+        &store,
+        &crate::Standalone::new(&store).cluster(),
+        &Caller::client(None),
+        &rows,
+        &mut Scratch::default(),
+    )
+    .into_iter()
+    .map(|row| match row {
+        Row::Answered(answer) => answer.code,
+        Row::Remote(_) => None,
+    })
+    .collect();
+    assert_eq!(
+        answers,
+        vec![
+            Some(ResultCode::Ok),
+            Some(ResultCode::Ok),
+            Some(ResultCode::NotFound)
+        ]
+    );
+
+    let mut elsewhere = typed(40, Action::Read, &[]);
+    elsewhere.namespace = b"nope";
+    assert_eq!(
+        typed_run(&store, &elsewhere).code,
+        Some(ResultCode::Namespace)
+    );
+}
+
+#[test]
+fn typed_requests_answer_the_same_frames_as_their_messages() {
+    // The same request as message bytes through `execute` and as a typed
+    // request through `execute_request` with the Aerospike reply sink:
+    // byte-identical answers, state by state.
+    let store_bytes = store();
+    let store_typed = store();
+    let seven = 7i64.to_be_bytes();
+    let payload = [0x93, 0x01, 0x05, 0x00]; // [APPEND, 5, 0]
+    let write = [
+        op(op_type::WRITE, particle::INTEGER, b"n", &seven),
+        op(op_type::CDT_MODIFY, particle::NULL, b"l", &payload),
+        op(op_type::READ, particle::NULL, b"n", &[]),
+    ];
+    let mut requests = Vec::new();
+    let mut operate = typed(41, Action::Write, &write);
+    operate.policy.read = true;
+    operate.policy.respond_all_ops = true;
+    operate.key = Some(Key::Typed(particle::STRING, b"user-key"));
+    requests.push(operate.clone());
+    let mut read = typed(41, Action::Read, &[]);
+    read.policy.read_all_bins = true;
+    requests.push(read.clone());
+    let mut exists = typed(41, Action::Read, &[]);
+    exists.policy.metadata_only = true;
+    requests.push(exists);
+    let mut mismatch = read.clone();
+    mismatch.key = Some(Key::Typed(particle::STRING, b"other"));
+    requests.push(mismatch);
+    let mut create = operate.clone();
+    create.policy.create_only = true;
+    requests.push(create);
+    let mut delete = typed(41, Action::Write, &[]);
+    delete.policy.delete = true;
+    requests.push(delete);
+    requests.push(read);
+    for request in &requests {
+        let standalone = crate::Standalone::new(&store_bytes);
+        let mut from_bytes = Vec::new();
+        let _ = execute(
+            &store_bytes,
+            &standalone.cluster(),
+            &Caller::client(None),
+            &request.encode(),
+            &mut from_bytes,
+            &mut Scratch::default(),
+        );
+        let standalone = crate::Standalone::new(&store_typed);
+        let mut from_typed = Vec::new();
+        let mut reply = WireReply::new(&mut from_typed, Framing::Message);
+        let remote = execute_request(
+            &store_typed,
+            &standalone.cluster(),
+            &Caller::client(None),
+            request,
+            &mut reply,
+            &mut Scratch::default(),
+        );
+        assert!(remote.is_none());
+        assert_eq!(from_typed, from_bytes, "{request:?}");
+        assert!(Message::decode(&from_typed[8..]).is_ok());
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// A request encoded as a message decodes to the same request.
+    #[test]
+    fn typed_requests_round_trip_through_messages(
+        action in proptest::sample::select(vec![Action::Read, Action::Write, Action::Udf]),
+        bits in proptest::collection::vec(proptest::bool::ANY, 14),
+        generation in proptest::prelude::any::<u32>(),
+        ttl in proptest::prelude::any::<u32>(),
+        timeout_ms in proptest::prelude::any::<u32>(),
+        set in proptest::option::of(proptest::collection::vec(b'a'..=b'z', 1..8)),
+        key in proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 1..12)),
+        filter in proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 1..12)),
+        ops in proptest::collection::vec(
+            (1u8..17, proptest::prelude::any::<u8>(), proptest::collection::vec(b'a'..=b'z', 0..15),
+             proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20)),
+            0..5,
+        ),
+    ) {
+        let ops: Vec<bolide_wire::Op<'_>> = ops
+            .iter()
+            .map(|(op_type, particle_type, name, value)| op(*op_type, *particle_type, name, value))
+            .collect();
+        let udf = if action == Action::Udf {
+            UdfCall { module: Some(b"m"), function: Some(b"f"), args: Some(&[0x90]) }
+        } else {
+            UdfCall::default()
+        };
+        let request = RecordRequest {
+            namespace: b"test",
+            set: set.as_deref(),
+            digest: Digest([9; 20]),
+            key: key.as_deref().map(Key::Field),
+            action,
+            policy: Policy {
+                read: bits[0] || action == Action::Read,
+                read_all_bins: bits[1],
+                metadata_only: bits[2],
+                respond_all_ops: bits[3],
+                delete: bits[4],
+                durable_delete: bits[5],
+                create_only: bits[6],
+                update_only: bits[7],
+                create_or_replace: bits[8],
+                replace_only: bits[9],
+                generation_equal: bits[10],
+                generation_greater: bits[11],
+                generation,
+                commit_master: bits[12],
+                ttl,
+                timeout_ms,
+                read_mode_sc: 0,
+            },
+            ops: Ops::Slice(&ops),
+            filter: filter.as_deref(),
+            udf,
+        };
+        let body = request.encode();
+        let message = Message::decode(&body).expect("decodes");
+        let decoded = RecordRequest::from_message(&message).expect("a request");
+        proptest::prop_assert_eq!(decoded.namespace, request.namespace);
+        proptest::prop_assert_eq!(decoded.set, request.set);
+        proptest::prop_assert_eq!(decoded.digest, request.digest);
+        proptest::prop_assert_eq!(decoded.key, request.key);
+        proptest::prop_assert_eq!(decoded.action, request.action);
+        proptest::prop_assert_eq!(decoded.policy, request.policy);
+        proptest::prop_assert_eq!(decoded.filter, request.filter);
+        proptest::prop_assert_eq!(decoded.udf, request.udf);
+        proptest::prop_assert_eq!(decoded.ops.iter().collect::<Vec<_>>(), ops);
     }
 }

@@ -1,34 +1,34 @@
 //! Writes: put (with exists and generation policies), delete, touch and
 //! operate, all under the partition's write lock.
 
-use crate::expression::{self, op_flag, Evaluated, Expr};
-use crate::ops::{self, WorkBin};
+use crate::reply::Reply;
+use crate::request::{Policy, Request};
 use crate::{ttl, Scratch};
+use bolide_particles::expression::{self, op_flag, Evaluated, Expr};
+use bolide_particles::ops::{self, set_bin, WorkBin};
 use bolide_store::record::{self, RecordView};
 use bolide_store::{
     AppendError, Bin, Namespace, OwnedCopy, PartitionWriter, RecordMeta, SetError, Tombstone,
 };
 use bolide_types::{now_citrusleaf_milliseconds, particle, Digest, ResultCode};
 use bolide_types::{BINS_PER_RECORD_MAX, BIN_NAME_BYTES_MAX};
-use bolide_wire::message::{encode_op, MsgHeader};
-use bolide_wire::{info1, info2, info3, op_type, Framing, Message, Op, ResponseWriter};
+use bolide_wire::{op_type, Op};
 use std::borrow::Cow;
 
-pub fn execute(
+pub fn execute<'a, R: Reply + ?Sized>(
     namespace: &Namespace,
     digest: &Digest,
-    message: &Message<'_>,
+    request: &Request<'a>,
     filter: Option<&Expr>,
-    out: &mut Vec<u8>,
+    reply: &mut R,
     scratch: &mut Scratch,
-    framing: Framing,
 ) -> Result<(), ResultCode> {
-    let header = &message.header;
-    if header.info2 & info2::DELETE != 0 {
-        check_delete_kind(namespace, header.info2 & info2::DURABLE_DELETE != 0)?;
+    let policy = &request.policy;
+    if policy.delete {
+        check_delete_kind(namespace, policy.durable_delete)?;
     }
-    validate_ops(message)?;
-    let set_id = match namespace.set_id(message.fields.set.unwrap_or_default()) {
+    validate_ops(request)?;
+    let set_id = match namespace.set_id(request.set.unwrap_or_default()) {
         Ok(id) => id,
         Err(SetError::TooMany) => return Err(ResultCode::OutOfSpace),
         Err(SetError::BadName) => return Err(ResultCode::Parameter),
@@ -47,15 +47,22 @@ pub fn execute(
     // elsewhere are ordered by generation and last-update time, so both
     // move forward from it.
     let prior = prior_stamp(namespace, &writer, digest);
-    if header.info2 & info2::DELETE == 0 || existing_meta.is_some() {
-        check_generation(header, existing_meta)?;
+    if !policy.delete {
+        // As on the server, whether the record may exist (create-only,
+        // update-only) is decided before its generation: a restore with
+        // --unique counts an existing record as existing, whatever its
+        // generation.
+        check_exists_policy(policy, existing_meta.is_some())?;
+    }
+    if !policy.delete || existing_meta.is_some() {
+        check_generation(policy, existing_meta)?;
     }
     // The stored record is read (from the device, if that is where it is)
     // unless this is a delete without a filter. A replace keeps only the
     // stored key, so it goes ahead without it if the stored copy cannot be
     // read back: that is how a client clears a damaged record.
-    let replace = header.info3 & (info3::CREATE_OR_REPLACE | info3::REPLACE_ONLY) != 0;
-    let delete = header.info2 & info2::DELETE != 0;
+    let replace = policy.replaces();
+    let delete = policy.delete;
     let loaded = &mut scratch.loaded;
     let stored_bytes = match existing {
         Some(_) if delete && filter.is_none() => None,
@@ -72,7 +79,7 @@ pub fn execute(
         crate::check_filter(namespace, filter, digest, &entry.meta, &view, bytes.len())?;
     }
 
-    if header.info2 & info2::DELETE != 0 {
+    if delete {
         if existing_meta.is_none() {
             // An expired record still in the index is removed too (with a
             // tombstone, so no older version returns at a cold start).
@@ -89,23 +96,24 @@ pub fn execute(
             now_ms,
             scratch,
         )?;
-        ResponseWriter::begin_framed(out, &MsgHeader::default(), framing).finish();
+        reply.begin();
+        reply.end(ResultCode::Ok, 0, 0);
         return Ok(());
     }
     if namespace.is_stop_writes() {
         return Err(ResultCode::OutOfSpace);
     }
-    check_exists_policy(header, existing_meta.is_some())?;
+    check_exists_policy(policy, existing_meta.is_some())?;
     let stored = match stored_bytes {
         Some(bytes) => Some(RecordView::parse(bytes).ok_or(ResultCode::Unknown)?),
         None => None,
     };
     if let Some(meta) = existing_meta {
-        crate::check_set(namespace, message, meta.set_id)?;
+        crate::check_set(namespace, request, meta.set_id)?;
     }
-    let request_key = message.fields.key.map(crate::split_key).transpose()?;
+    let request_key = request.key.map(|key| key.parts()).transpose()?;
     let stored_key = stored.and_then(|view| view.key);
-    crate::check_key(message, stored_key)?;
+    crate::check_key(request, stored_key)?;
 
     let mut bins: Vec<WorkBin<'_>> = match stored {
         Some(view) if !replace => view
@@ -118,7 +126,7 @@ pub fn execute(
             .collect(),
         _ => Vec::new(),
     };
-    let respond_all = header.info2 & info2::RESPOND_ALL_OPS != 0;
+    let respond_all = policy.respond_all_ops;
     let context = Context {
         digest,
         meta: existing_meta.unwrap_or_default(),
@@ -126,21 +134,14 @@ pub fn execute(
         key: request_key.or(stored_key),
         record_bytes: stored_bytes.map_or(0, <[u8]>::len),
         now_ms,
-        read_all: header.info1 & info1::GET_ALL != 0,
+        read_all: policy.read_all_bins,
     };
-    scratch.results.clear();
-    let mut result_count: u16 = 0;
+    // Op results go straight into the answer; a failure drops them.
+    reply.begin();
     let mut touch = false;
-    for op in message.ops() {
+    for op in request.ops.iter() {
         touch |= op.op_type == op_type::TOUCH;
-        apply(
-            &mut bins,
-            op,
-            respond_all,
-            &context,
-            &mut scratch.results,
-            &mut result_count,
-        )?;
+        apply(&mut bins, op, respond_all, &context, reply)?;
     }
     if touch && existing_meta.is_none() {
         return Err(ResultCode::NotFound);
@@ -150,7 +151,7 @@ pub fn execute(
     }
     let void_time = ttl::void_time(
         &namespace.config,
-        header.record_ttl,
+        policy.ttl,
         existing_meta.map(|m| m.void_time),
         now,
     )?;
@@ -201,14 +202,7 @@ pub fn execute(
         (generation, void_time)
     };
     drop(writer);
-    let response = MsgHeader {
-        generation: u32::from(generation),
-        record_ttl: void_time,
-        ..MsgHeader::default()
-    };
-    let mut response = ResponseWriter::begin_framed(out, &response, framing);
-    response.encoded_ops(&scratch.results, result_count);
-    response.finish();
+    reply.end(ResultCode::Ok, generation, void_time);
     Ok(())
 }
 
@@ -372,15 +366,15 @@ pub(crate) fn delete_record(
 }
 
 /// Checks op types, bin names and flag combinations before the lock is taken.
-fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
-    let header = &message.header;
-    let replace = header.info3 & (info3::CREATE_OR_REPLACE | info3::REPLACE_ONLY) != 0;
+fn validate_ops(request: &Request<'_>) -> Result<(), ResultCode> {
+    let policy = &request.policy;
+    let replace = policy.replaces();
     let mut count = 0usize;
-    for op in message.ops() {
+    for op in request.ops.iter() {
         count += 1;
         match op.op_type {
             op_type::READ | op_type::EXP_READ => {
-                if header.info1 & info1::READ == 0 {
+                if !policy.read {
                     return Err(ResultCode::Parameter);
                 }
                 if op.name.len() > BIN_NAME_BYTES_MAX {
@@ -425,7 +419,7 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
             _ => return Err(ResultCode::Parameter),
         }
     }
-    if count == 0 && header.info2 & info2::DELETE == 0 {
+    if count == 0 && !policy.delete {
         return Err(ResultCode::Parameter);
     }
     Ok(())
@@ -433,22 +427,22 @@ fn validate_ops(message: &Message<'_>) -> Result<(), ResultCode> {
 
 /// Generation policies; a missing record counts as generation 0, as on the
 /// real server (so "expect generation 1" on a missing record fails).
-fn check_generation(header: &MsgHeader, existing: Option<RecordMeta>) -> Result<(), ResultCode> {
+fn check_generation(policy: &Policy, existing: Option<RecordMeta>) -> Result<(), ResultCode> {
     let current = existing.map_or(0, |meta| u32::from(meta.generation));
-    if header.info2 & info2::GENERATION != 0 && header.generation != current {
+    if policy.generation_equal && policy.generation != current {
         return Err(ResultCode::Generation);
     }
-    if header.info2 & info2::GENERATION_GT != 0 && header.generation <= current {
+    if policy.generation_greater && policy.generation <= current {
         return Err(ResultCode::Generation);
     }
     Ok(())
 }
 
-fn check_exists_policy(header: &MsgHeader, exists: bool) -> Result<(), ResultCode> {
-    if exists && header.info2 & info2::CREATE_ONLY != 0 {
+fn check_exists_policy(policy: &Policy, exists: bool) -> Result<(), ResultCode> {
+    if exists && policy.create_only {
         return Err(ResultCode::RecordExists);
     }
-    if !exists && header.info3 & (info3::UPDATE_ONLY | info3::REPLACE_ONLY) != 0 {
+    if !exists && (policy.update_only || policy.replace_only) {
         return Err(ResultCode::NotFound);
     }
     Ok(())
@@ -473,27 +467,25 @@ impl Context<'_> {
     /// Evaluates an expression against the working bins (see
     /// [`expression::evaluate`]).
     fn evaluate(&self, expr: &Expr, bins: &[WorkBin<'_>]) -> Evaluated {
-        let subject = expression::Subject {
+        let working = crate::record::Working {
+            bins,
             digest: self.digest,
-            meta: &self.meta,
-            bins: expression::Bins::Working(bins),
+            meta: self.meta,
             key: self.key,
-            record_bytes: self.record_bytes,
             set_name: self.set_name,
-            now_ms: self.now_ms,
+            record_bytes: self.record_bytes,
         };
-        expression::evaluate(expr, &subject)
+        expression::evaluate(expr, &working, self.now_ms)
     }
 }
 
 /// Applies one op to the working bins, appending its result (if any).
-fn apply<'a>(
+fn apply<'a, R: Reply + ?Sized>(
     bins: &mut Vec<WorkBin<'a>>,
     op: Op<'a>,
     respond_all: bool,
     context: &Context<'_>,
-    results: &mut Vec<u8>,
-    result_count: &mut u16,
+    reply: &mut R,
 ) -> Result<(), ResultCode> {
     let position = bins.iter().position(|bin| bin.name == op.name);
     match op.op_type {
@@ -501,45 +493,26 @@ fn apply<'a>(
             let exp = expression::parse_op(op.value, false)?;
             match context.evaluate(&exp.expr, bins).read_answer(exp.flags)? {
                 Some((particle_type, value)) => {
-                    encode_op(results, op_type::READ, particle_type, op.name, &value)
+                    reply.bin(op_type::READ, particle_type, op.name, &value)
                 }
-                None if respond_all => {
-                    encode_op(results, op_type::READ, particle::NULL, op.name, &[])
-                }
+                None if respond_all => reply.bin(op_type::READ, particle::NULL, op.name, &[]),
                 None => return Ok(()),
             }
-            *result_count += 1;
             return Ok(());
         }
         op_type::EXP_MODIFY => exp_modify(bins, position, &op, context)?,
         op_type::READ => {
             if op.name.is_empty() && context.read_all {
                 for bin in bins.iter() {
-                    encode_op(
-                        results,
-                        op_type::READ,
-                        bin.particle_type,
-                        bin.name,
-                        &bin.value,
-                    );
-                    *result_count += 1;
+                    reply.bin(op_type::READ, bin.particle_type, bin.name, &bin.value);
                 }
                 return Ok(());
             }
             match position.and_then(|i| bins.get(i)) {
-                Some(bin) => encode_op(
-                    results,
-                    op_type::READ,
-                    bin.particle_type,
-                    bin.name,
-                    &bin.value,
-                ),
-                None if respond_all => {
-                    encode_op(results, op_type::READ, particle::NULL, op.name, &[])
-                }
+                Some(bin) => reply.bin(op_type::READ, bin.particle_type, bin.name, &bin.value),
+                None if respond_all => reply.bin(op_type::READ, particle::NULL, op.name, &[]),
                 None => return Ok(()),
             }
-            *result_count += 1;
             return Ok(());
         }
         op_type::WRITE if op.particle_type == particle::NULL => {
@@ -570,29 +543,28 @@ fn apply<'a>(
             let current = position
                 .and_then(|i| bins.get(i))
                 .map(|bin| (bin.particle_type, bin.value.as_ref()));
-            let outcome = crate::cdt::execute(current, op.value, modify)?;
+            let outcome = bolide_particles::cdt::execute(current, op.value, modify)?;
             if let Some((particle_type, value)) = outcome.bin {
                 set_bin(bins, position, op.name, particle_type, Cow::Owned(value));
             }
             match outcome.result {
                 Some((particle_type, value)) => {
-                    encode_op(results, op.op_type, particle_type, op.name, &value)
+                    reply.bin(op.op_type, particle_type, op.name, &value)
                 }
-                None if respond_all => encode_op(results, op.op_type, particle::NULL, op.name, &[]),
+                None if respond_all => reply.bin(op.op_type, particle::NULL, op.name, &[]),
                 None => return Ok(()),
             }
-            *result_count += 1;
             return Ok(());
         }
         op_type::BIT_READ | op_type::BIT_MODIFY | op_type::HLL_READ | op_type::HLL_MODIFY => {
-            return crate::particle_ops::apply(
-                bins,
-                position,
-                &op,
-                respond_all,
-                results,
-                result_count,
-            )
+            match bolide_particles::particle_ops::apply(bins, position, &op)? {
+                Some((particle_type, value)) => {
+                    reply.bin(op_type::READ, particle_type, op.name, &value)
+                }
+                None if respond_all => reply.bin(op_type::READ, particle::NULL, op.name, &[]),
+                None => return Ok(()),
+            }
+            return Ok(());
         }
         op_type::DELETE => bins.clear(),
         // A touch never has an answer entry, even with respond-all-ops.
@@ -600,8 +572,7 @@ fn apply<'a>(
         _ => return Err(ResultCode::Parameter),
     }
     if respond_all {
-        encode_op(results, op.op_type, particle::NULL, op.name, &[]);
-        *result_count += 1;
+        reply.bin(op.op_type, particle::NULL, op.name, &[]);
     }
     Ok(())
 }
@@ -653,31 +624,12 @@ fn exp_modify<'a>(
     }
 }
 
-pub(crate) fn set_bin<'a>(
-    bins: &mut Vec<WorkBin<'a>>,
-    position: Option<usize>,
-    name: &'a [u8],
-    particle_type: u8,
-    value: Cow<'a, [u8]>,
-) {
-    match position.and_then(|i| bins.get_mut(i)) {
-        Some(bin) => {
-            bin.particle_type = particle_type;
-            bin.value = value;
-        }
-        None => bins.push(WorkBin {
-            name,
-            particle_type,
-            value,
-        }),
-    }
-}
-
 /// The result code of a refused storage append.
 pub(crate) fn storage_error(error: AppendError) -> ResultCode {
     match error {
         AppendError::OutOfSpace => ResultCode::OutOfSpace,
-        AppendError::Overload => ResultCode::DeviceOverload,
+        AppendError::Overload | AppendError::Failing => ResultCode::DeviceOverload,
+        AppendError::DeviceFull => ResultCode::OutOfSpace,
         AppendError::TooBig => ResultCode::RecordTooBig,
         AppendError::Failed => ResultCode::Unknown,
     }

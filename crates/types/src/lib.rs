@@ -121,12 +121,43 @@ pub enum ResultCode {
     IndexGeneric = 204,
     IndexNameTooLong = 205,
     IndexMaxCount = 206,
+    // The security protocol's codes (admin messages, and refusals of data
+    // and info requests on a secured node).
+    /// The last record of a user or role query stream.
+    QueryEnd = 50,
+    SecurityNotSupported = 51,
     SecurityNotEnabled = 52,
+    SecuritySchemeNotSupported = 53,
+    /// An admin command the server does not know.
+    InvalidCommand = 54,
+    /// An admin field that cannot be parsed.
+    InvalidField = 55,
+    IllegalState = 56,
+    /// No such user, or a bad user name.
+    InvalidUser = 60,
+    UserAlreadyExists = 61,
+    InvalidPassword = 62,
+    ExpiredPassword = 63,
+    ForbiddenPassword = 64,
+    InvalidCredential = 65,
+    ExpiredSession = 66,
+    /// No such role, or a bad role name.
+    InvalidRole = 70,
+    RoleAlreadyExists = 71,
+    InvalidPrivilege = 72,
+    InvalidWhitelist = 73,
+    QuotasNotEnabled = 74,
+    InvalidQuota = 75,
+    NotAuthenticated = 80,
+    /// The caller's roles do not grant what the request needs.
+    RoleViolation = 81,
+    NotWhitelisted = 82,
+    QuotaExceeded = 83,
 }
 
 impl ResultCode {
     /// Every code the server may answer.
-    pub const ALL: [ResultCode; 36] = [
+    pub const ALL: [ResultCode; 59] = [
         ResultCode::Ok,
         ResultCode::Unknown,
         ResultCode::NotFound,
@@ -163,6 +194,29 @@ impl ResultCode {
         ResultCode::IndexNameTooLong,
         ResultCode::IndexMaxCount,
         ResultCode::SecurityNotEnabled,
+        ResultCode::QueryEnd,
+        ResultCode::SecurityNotSupported,
+        ResultCode::SecuritySchemeNotSupported,
+        ResultCode::InvalidCommand,
+        ResultCode::InvalidField,
+        ResultCode::IllegalState,
+        ResultCode::InvalidUser,
+        ResultCode::UserAlreadyExists,
+        ResultCode::InvalidPassword,
+        ResultCode::ExpiredPassword,
+        ResultCode::ForbiddenPassword,
+        ResultCode::InvalidCredential,
+        ResultCode::ExpiredSession,
+        ResultCode::InvalidRole,
+        ResultCode::RoleAlreadyExists,
+        ResultCode::InvalidPrivilege,
+        ResultCode::InvalidWhitelist,
+        ResultCode::QuotasNotEnabled,
+        ResultCode::InvalidQuota,
+        ResultCode::NotAuthenticated,
+        ResultCode::RoleViolation,
+        ResultCode::NotWhitelisted,
+        ResultCode::QuotaExceeded,
     ];
 
     #[inline]
@@ -281,7 +335,30 @@ mod tests {
                 | ResultCode::IndexGeneric
                 | ResultCode::IndexNameTooLong
                 | ResultCode::IndexMaxCount
-                | ResultCode::SecurityNotEnabled => {}
+                | ResultCode::SecurityNotEnabled
+                | ResultCode::QueryEnd
+                | ResultCode::SecurityNotSupported
+                | ResultCode::SecuritySchemeNotSupported
+                | ResultCode::InvalidCommand
+                | ResultCode::InvalidField
+                | ResultCode::IllegalState
+                | ResultCode::InvalidUser
+                | ResultCode::UserAlreadyExists
+                | ResultCode::InvalidPassword
+                | ResultCode::ExpiredPassword
+                | ResultCode::ForbiddenPassword
+                | ResultCode::InvalidCredential
+                | ResultCode::ExpiredSession
+                | ResultCode::InvalidRole
+                | ResultCode::RoleAlreadyExists
+                | ResultCode::InvalidPrivilege
+                | ResultCode::InvalidWhitelist
+                | ResultCode::QuotasNotEnabled
+                | ResultCode::InvalidQuota
+                | ResultCode::NotAuthenticated
+                | ResultCode::RoleViolation
+                | ResultCode::NotWhitelisted
+                | ResultCode::QuotaExceeded => {}
             }
         }
     }

@@ -10,6 +10,7 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 #![cfg_attr(test, allow(clippy::indexing_slicing, clippy::panic))]
 
+pub mod admin;
 mod error;
 pub mod frame;
 pub mod info;

@@ -40,6 +40,10 @@ pub fn info(address: &str, commands: &[&str]) -> Result<Vec<String>, String> {
     stream
         .set_write_timeout(Some(INFO_TIMEOUT))
         .map_err(|e| e.to_string())?;
+    if let Some(credentials) = crate::login::CREDENTIALS.get() {
+        crate::login::login_blocking(&mut stream, credentials)
+            .map_err(|e| format!("{address}: {e}"))?;
+    }
     let body: String = commands.iter().map(|c| format!("{c}\n")).collect();
     let header = (2u64 << 56) | (1u64 << 48) | body.len() as u64;
     let mut request = header.to_be_bytes().to_vec();

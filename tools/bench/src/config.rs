@@ -156,6 +156,14 @@ pub struct Args {
     #[arg(long)]
     pub cluster: bool,
 
+    /// User to log in as on a secured Aerospike node (each connection logs in).
+    #[arg(short = 'U', long)]
+    pub user: Option<String>,
+
+    /// Password of -U.
+    #[arg(short = 'P', long, default_value = "")]
+    pub password: String,
+
     /// Strong-consistency read mode of reads (Aerospike only): session,
     /// linearize, allow-replica or allow-unavailable (info3 bits 0x80,
     /// 0x40).
@@ -187,6 +195,8 @@ pub struct Config {
     pub seed: u64,
     /// Route each request to its partition's master (Aerospike only).
     pub cluster: bool,
+    /// Log in on every connection (Aerospike only).
+    pub credentials: Option<crate::login::Credentials>,
     /// info3 bits of every read (the SC read mode).
     pub read_info3: u8,
 }
@@ -289,6 +299,10 @@ impl Config {
             json: args.json,
             seed,
             cluster: args.cluster,
+            credentials: match &args.user {
+                None => None,
+                Some(user) => Some(crate::login::Credentials::new(user, &args.password)?),
+            },
             read_info3,
         })
     }

@@ -187,6 +187,12 @@ async fn connect_to(config: &Config, address: &str) -> Result<TcpStream, String>
     stream
         .set_nodelay(true)
         .map_err(|e| format!("cannot set TCP_NODELAY on {address}: {e}"))?;
+    let mut stream = stream;
+    if let (Protocol::Aerospike, Some(credentials)) = (config.protocol, &config.credentials) {
+        crate::login::login(&mut stream, credentials)
+            .await
+            .map_err(|e| format!("{address}: {e}"))?;
+    }
     Ok(stream)
 }
 

@@ -14,6 +14,7 @@ mod cluster;
 mod codec;
 mod config;
 mod engine;
+mod login;
 mod redis;
 mod stats;
 mod summary;
@@ -40,6 +41,9 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BAD_FLAGS);
         }
     };
+    if let Some(credentials) = &config.credentials {
+        let _ = login::CREDENTIALS.set(credentials.clone());
+    }
     match run(&config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(line) => {

@@ -34,6 +34,7 @@ pub fn request(address: &str, commands: &[&str], timeout: Duration) -> Result<An
         .set_read_timeout(Some(timeout))
         .and_then(|()| stream.set_write_timeout(Some(timeout)))
         .map_err(|error| format!("{address}: {error}"))?;
+    crate::login::authenticate(&mut stream, address)?;
     let mut body = commands.join("\n");
     body.push('\n');
     let mut frame = ProtoHeader::encode(MessageType::Info, body.len()).to_vec();
@@ -55,6 +56,13 @@ pub fn request(address: &str, commands: &[&str], timeout: Duration) -> Result<An
         .read_exact(&mut answer)
         .map_err(|error| format!("{address}: {error}"))?;
     let text = String::from_utf8_lossy(&answer);
+    // A secured node answers a socket that did not log in with this line
+    // alone, whatever was asked.
+    if text.starts_with("ERROR:80") {
+        return Err(format!(
+            "{address}: not authenticated: the cluster is secured, log in with -U USER [-P PASSWORD]"
+        ));
+    }
     let mut answers = Answers::new();
     for line in text.split('\n').filter(|line| !line.is_empty()) {
         let (command, value) = line.split_once('\t').unwrap_or((line, ""));
@@ -72,6 +80,16 @@ pub fn value(address: &str, command: &str, timeout: Duration) -> Result<String, 
 /// Every node reachable from `seed`: the seed, the peers it names, and
 /// theirs (each node asked once), in discovery order.
 pub fn discover(seed: &str, timeout: Duration) -> Result<Vec<Node>, String> {
+    discover_with(seed, timeout, false)
+}
+
+/// As [`discover`], without a warning for a peer that does not answer
+/// (backups keep going while a node is down).
+pub fn discover_quietly(seed: &str, timeout: Duration) -> Result<Vec<Node>, String> {
+    discover_with(seed, timeout, true)
+}
+
+fn discover_with(seed: &str, timeout: Duration, quiet: bool) -> Result<Vec<Node>, String> {
     let mut nodes: Vec<Node> = Vec::new();
     let mut queue = vec![seed.to_owned()];
     let mut asked = std::collections::HashSet::new();
@@ -84,7 +102,9 @@ pub fn discover(seed: &str, timeout: Duration) -> Result<Vec<Node>, String> {
             // The seed must answer; a peer that does not is left out.
             Err(error) if nodes.is_empty() => return Err(error),
             Err(error) => {
-                eprintln!("warning: {error}");
+                if !quiet {
+                    eprintln!("warning: {error}");
+                }
                 continue;
             }
         };

@@ -2,7 +2,9 @@
 //!
 //! asadm-style: `bolide info`, `bolide show statistics|config|latencies
 //! [namespace NS]`, `bolide asinfo CMD`; aql-style: `bolide sql` (a prompt
-//! with history and line editing) or `bolide sql -c "STATEMENT"`.
+//! with history and line editing) or `bolide sql -c "STATEMENT"`;
+//! asbackup/asrestore-style: `bolide backup`, `bolide restore` (`.asb`
+//! files, docs/backup.md).
 //!
 //! It talks to the nodes only through the Aerospike protocol (info requests
 //! through Bolide's wire crate, records through the official `aerospike`
@@ -11,8 +13,11 @@
 
 #![deny(unsafe_code)]
 
+mod acl;
 mod admin;
+mod backup;
 mod info;
+mod login;
 mod progress;
 mod sql;
 
@@ -34,6 +39,12 @@ struct Arguments {
     /// Seed node's service port.
     #[arg(short = 'p', long, default_value_t = 3000, global = true)]
     port: u16,
+    /// User to log in as on a secured cluster.
+    #[arg(short = 'U', long, global = true)]
+    user: Option<String>,
+    /// Password of the user (asked for when -U is given without it).
+    #[arg(short = 'P', long, global = true)]
+    password: Option<String>,
     /// Milliseconds to wait for a node's answer.
     #[arg(long, default_value_t = 5000, global = true)]
     timeout: u64,
@@ -76,6 +87,15 @@ enum Command {
         #[arg(long)]
         progress: bool,
     },
+    /// Back up a namespace to .asb files (asbackup's flags; docs/backup.md).
+    Backup(backup::BackupArgs),
+    /// Restore .asb files (asrestore's flags; docs/backup.md).
+    Restore(backup::RestoreArgs),
+    /// Users, roles and privileges of a secured cluster (as asadm's manage acl).
+    Acl {
+        #[command(subcommand)]
+        command: acl::AclCommand,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -100,6 +120,18 @@ pub struct Target {
 }
 
 impl Target {
+    /// The official client's policy, logging in as `-U` if given.
+    pub fn client_policy(&self) -> aerospike::ClientPolicy {
+        let mut policy = aerospike::ClientPolicy::default();
+        if let Some(credentials) = login::credentials() {
+            policy.auth_mode = aerospike::AuthMode::Internal(
+                credentials.user.clone(),
+                credentials.password.clone(),
+            );
+        }
+        policy
+    }
+
     pub fn seed(&self) -> String {
         if self.host.contains(':') && !self.host.starts_with('[') {
             format!("[{}]:{}", self.host, self.port)
@@ -123,6 +155,19 @@ fn main() -> ExitCode {
     // goes away, as command-line tools do, instead of failing to print.
     restore_sigpipe();
     let arguments = Arguments::parse();
+    if let Some(user) = arguments.user {
+        let password = match arguments.password {
+            Some(password) => password,
+            None => match login::read_password(&format!("Password for {user}: ")) {
+                Ok(password) => password,
+                Err(error) => {
+                    eprintln!("{error}");
+                    return ExitCode::FAILURE;
+                }
+            },
+        };
+        login::set(user, password);
+    }
     let target = Target {
         host: arguments.host,
         port: arguments.port,
@@ -160,6 +205,9 @@ fn main() -> ExitCode {
             };
             sql::run(&target, command.as_deref(), format, progress)
         }
+        Command::Backup(arguments) => backup::backup(&target, arguments),
+        Command::Restore(arguments) => backup::restore(&target, arguments),
+        Command::Acl { command } => acl::run(&target, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

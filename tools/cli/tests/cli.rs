@@ -723,3 +723,47 @@ fn where_reads_a_secondary_index_when_there_is_one() {
         texts(&output).1
     );
 }
+
+#[test]
+fn a_login_on_an_open_node_is_no_obstacle_and_acl_says_security_is_off() {
+    let server = Server::start("login-open");
+    // -U/-P: the node answers LOGIN with 52 (security not enabled); every
+    // command goes on.
+    let output = server.bolide(&["-U", "admin", "-P", "admin", "asinfo", "build"]);
+    let (stdout, stderr) = texts(&output);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(!stdout.trim().is_empty(), "{stdout}");
+    let output = server.bolide(&[
+        "-U",
+        "admin",
+        "-P",
+        "admin",
+        "sql",
+        "-c",
+        "SELECT * FROM test",
+    ]);
+    assert!(output.status.success(), "{}", texts(&output).1);
+    // User administration needs a secured node.
+    let output = server.bolide(&["-U", "admin", "-P", "admin", "acl", "show-users"]);
+    let (stdout, stderr) = texts(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("52"), "{stderr}");
+    // A bad privilege is refused before anything is sent.
+    let output = server.bolide(&[
+        "-U",
+        "admin",
+        "-P",
+        "admin",
+        "acl",
+        "create-role",
+        "r",
+        "--privilege",
+        "sys-admin.test",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        texts(&output).1.contains("global only"),
+        "{}",
+        texts(&output).1
+    );
+}

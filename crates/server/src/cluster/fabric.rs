@@ -17,8 +17,8 @@
 //! in `fabric_bad_frames` and logged (at most a line a second).
 
 use super::records::Records;
+use super::Context as Node;
 use super::{bump, migrate, remote};
-use crate::node::Node;
 use bolide_cluster::codec::{self, FRAME_HEADER_BYTES};
 use bolide_cluster::datapath::{self, Reply, Token};
 use bolide_cluster::fabric::{code, Channel, Fabric};

@@ -11,8 +11,8 @@
 //! over [`BUFFERED_BYTES_MAX`]: garbage and stalled senders cost the node a
 //! bounded amount of memory, and only for a while.
 
-use super::{migrate, monotonic_ms, wall_ms, Event};
-use crate::node::Node;
+use super::{migrate, monotonic_ms, wall_ms, Context, Event};
+use crate::net::Connection;
 use bolide_cluster::codec::{self, CodecError, FRAME_HEADER_BYTES};
 use bolide_cluster::message::Endpoint;
 use bolide_cluster::node::{Action, ClusterNode, Config, Entropy, Level};
@@ -23,8 +23,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 /// Largest heartbeat frame (an exchange commit of a large cluster).
@@ -72,7 +72,7 @@ fn entropy() -> OsEntropy {
 
 /// Starts the cluster thread, on an already bound heartbeat listener if the
 /// node clusters (without one it stays a cluster of one).
-pub fn start(node: Arc<Node>, listener: Option<std::net::TcpListener>) -> Result<(), String> {
+pub fn start(node: Arc<Context>, listener: Option<std::net::TcpListener>) -> Result<(), String> {
     let events = node
         .cluster
         .take_events()
@@ -100,7 +100,7 @@ pub fn start(node: Arc<Node>, listener: Option<std::net::TcpListener>) -> Result
 /// The versions of this node's copies as storage left them: a partition
 /// with records is a lineage of its own (merged into the cluster's copies,
 /// never trusted over them); one without is nothing.
-fn initial_versions(node: &Node, entropy: &mut OsEntropy) -> Vec<Vec<Version>> {
+fn initial_versions(node: &Context, entropy: &mut OsEntropy) -> Vec<Vec<Version>> {
     let restart_key = loop {
         let key = entropy.next_u64() & bolide_cluster::version::KEY_MASK;
         if key != 0 {
@@ -133,7 +133,7 @@ fn initial_versions(node: &Node, entropy: &mut OsEntropy) -> Vec<Vec<Version>> {
 }
 
 async fn run(
-    node: Arc<Node>,
+    node: Arc<Context>,
     listener: Option<std::net::TcpListener>,
     mut events: mpsc::UnboundedReceiver<Event>,
 ) {
@@ -148,11 +148,11 @@ async fn run(
         fabric: service.fabric.clone(),
         service: service.service.clone(),
         seeds: service.seeds.clone(),
-        heartbeat_interval_ms: node.config.heartbeat_interval_ms,
-        heartbeat_timeout: node.config.heartbeat_timeout,
+        heartbeat_interval_ms: service.heartbeat_interval_ms,
+        heartbeat_timeout: service.heartbeat_timeout,
         fabric_latency_max_ms: 5,
-        min_cluster_size: node.config.min_cluster_size,
-        namespaces: super::namespace_configs(&node.config),
+        min_cluster_size: service.min_cluster_size,
+        namespaces: service.namespaces.clone(),
     };
     let (config, pending) = with_saved_sc(&node, config);
     let mut machine =
@@ -208,7 +208,7 @@ async fn run(
     }
 }
 
-fn act(node: &Arc<Node>, dialers: &mut Dialers, action: Action) {
+fn act(node: &Arc<Context>, dialers: &mut Dialers, action: Action) {
     let service = &node.cluster;
     match action {
         Action::Connect(endpoint) => dialers.ensure(node, &endpoint),
@@ -250,17 +250,12 @@ fn act(node: &Arc<Node>, dialers: &mut Dialers, action: Action) {
         }),
         Action::Metadata(item) => {
             if item.module == bolide_cluster::node::ROSTER_MODULE {
-                if let Some(index) = node
-                    .config
-                    .namespaces
-                    .iter()
-                    .position(|ns| ns.name == item.key)
-                {
+                if let Some((index, _)) = node.store.namespace_index(item.key.as_bytes()) {
                     let pending = item.clone();
                     save_sc(node, index, |saved| saved.pending = Some(pending));
                 }
             }
-            crate::cluster::remote::apply_metadata(node, &item);
+            super::remote::apply_metadata(node, &item);
             if let Ok(mut items) = service.metadata.lock() {
                 items.retain(|held| (&held.module, &held.key) != (&item.module, &item.key));
                 items.push(item);
@@ -273,13 +268,18 @@ fn act(node: &Arc<Node>, dialers: &mut Dialers, action: Action) {
 
 /// The strong-consistency namespaces' saved rosters and regimes, into the
 /// machine's configuration; their staged rosters as metadata items.
-fn with_saved_sc(node: &Node, mut config: Config) -> (Config, Vec<bolide_cluster::metadata::Item>) {
+fn with_saved_sc(
+    node: &Context,
+    mut config: Config,
+) -> (Config, Vec<bolide_cluster::metadata::Item>) {
     let mut pending = Vec::new();
-    for (ns, ours) in config.namespaces.iter_mut().zip(&node.config.namespaces) {
+    let work_directory = node.cluster.work_directory.as_deref();
+    for (ns, ours) in config.namespaces.iter_mut().zip(node.store.namespaces()) {
+        let ours = &ours.config;
         if !ours.strong_consistency {
             continue;
         }
-        let Some(path) = super::sc::state_path(node.config.work_directory.as_deref(), ours) else {
+        let Some(path) = super::sc::state_path(work_directory, ours) else {
             tracing::warn!(
                 namespace = ours.name,
                 "strong-consistency namespace without work-directory or storage file: \
@@ -304,12 +304,13 @@ fn with_saved_sc(node: &Node, mut config: Config) -> (Config, Vec<bolide_cluster
     (config, pending)
 }
 
-fn save_sc(node: &Node, namespace: usize, change: impl FnOnce(&mut super::sc::Saved)) {
-    let Some(ours) = node.config.namespaces.get(namespace) else {
+fn save_sc(node: &Context, namespace: usize, change: impl FnOnce(&mut super::sc::Saved)) {
+    let Some(ours) = node.store.namespaces().get(namespace) else {
         return;
     };
-    if let Some(path) = super::sc::state_path(node.config.work_directory.as_deref(), ours) {
-        super::sc::update(&path, &ours.name, change);
+    let work_directory = node.cluster.work_directory.as_deref();
+    if let Some(path) = super::sc::state_path(work_directory, &ours.config) {
+        super::sc::update(&path, &ours.config.name, change);
     }
 }
 
@@ -320,12 +321,12 @@ fn encode(envelope: &Envelope) -> Arc<Vec<u8>> {
 }
 
 /// How long an inbound connection may go without bringing a whole frame.
-fn frame_wait(node: &Node) -> Duration {
+fn frame_wait(node: &Context) -> Duration {
     let expiry_ms = node
-        .config
+        .cluster
         .heartbeat_interval_ms
         .max(1)
-        .saturating_mul(node.config.heartbeat_timeout.max(3));
+        .saturating_mul(node.cluster.heartbeat_timeout.max(3));
     FRAME_WAIT_MIN.max(Duration::from_millis(expiry_ms.saturating_mul(2)))
 }
 
@@ -333,13 +334,17 @@ fn frame_wait(node: &Node) -> Duration {
 static DROPS_LOGGED: super::LogLimiter = super::LogLimiter::new();
 
 /// Accepts heartbeat connections; each gets a reader.
-async fn accept(node: Arc<Node>, listener: TcpListener, inbound: mpsc::UnboundedSender<Envelope>) {
+async fn accept(
+    node: Arc<Context>,
+    listener: TcpListener,
+    inbound: mpsc::UnboundedSender<Envelope>,
+) {
     let wait = frame_wait(&node);
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 super::bump(&node.cluster.counters.heartbeat_connections_opened);
-                let _ = stream.set_nodelay(true);
+                let stream = Connection::plain(stream);
                 let node = Arc::clone(&node);
                 let inbound = inbound.clone();
                 tokio::task::spawn_local(async move {
@@ -440,7 +445,7 @@ impl Drop for Charge<'_> {
 /// finds no room under [`BUFFERED_BYTES_MAX`] in `pool`. The buffer grows
 /// with what arrives, never to what a header announces.
 pub(crate) async fn read_envelopes(
-    mut stream: TcpStream,
+    mut stream: Connection,
     inbound: &mpsc::UnboundedSender<Envelope>,
     pool: &AtomicU64,
     wait: Duration,
@@ -516,7 +521,7 @@ struct Dialers {
 }
 
 impl Dialers {
-    fn ensure(&mut self, node: &Arc<Node>, endpoint: &Endpoint) {
+    fn ensure(&mut self, node: &Arc<Context>, endpoint: &Endpoint) {
         if self
             .queues
             .get(endpoint)
@@ -549,12 +554,12 @@ impl Dialers {
 /// Keeps a connection to one peer's heartbeat port and writes what is
 /// queued for it; while the peer is unreachable, queued frames are dropped
 /// (pulses go stale, and everything else is resent by the protocol).
-async fn dial(node: Arc<Node>, endpoint: Endpoint, mut frames: mpsc::Receiver<Arc<Vec<u8>>>) {
+async fn dial(node: Arc<Context>, endpoint: Endpoint, mut frames: mpsc::Receiver<Arc<Vec<u8>>>) {
     let address = endpoint.to_string();
     loop {
         let local = node.cluster.heartbeat_bind.ip();
         let connected =
-            tokio::time::timeout(CONNECT_TIMEOUT, super::connect_from(local, &address)).await;
+            tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(local, &address, None)).await;
         let mut stream = match connected {
             Ok(Ok(stream)) => stream,
             _ => {
@@ -570,7 +575,6 @@ async fn dial(node: Arc<Node>, endpoint: Endpoint, mut frames: mpsc::Receiver<Ar
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         super::bump(&node.cluster.counters.heartbeat_connections_opened);
         loop {
             let Some(frame) = frames.recv().await else {
@@ -587,9 +591,8 @@ async fn dial(node: Arc<Node>, endpoint: Endpoint, mut frames: mpsc::Receiver<Ar
 
 /// The heartbeat address a node binds (checked at start, so a port in use
 /// is an error the operator sees at once).
-pub fn bind(node: &Node) -> Result<std::net::TcpListener, String> {
-    let address = node.cluster.heartbeat_bind;
-    crate::bind(address).map_err(|error| format!("heartbeat: {error}"))
+pub fn bind(address: std::net::SocketAddr) -> Result<std::net::TcpListener, String> {
+    crate::net::bind(address).map_err(|error| format!("heartbeat: {error}"))
 }
 
 #[cfg(test)]
@@ -615,6 +618,7 @@ mod tests {
                 send(std::net::TcpStream::connect(address).expect("connect"))
             });
             let (stream, _) = listener.accept().await.expect("accept");
+            let stream = Connection::plain(stream);
             let (inbound, mut received) = mpsc::unbounded_channel();
             let result = read_envelopes(stream, &inbound, pool, wait).await;
             writer.join().expect("writer");

@@ -4,7 +4,7 @@
 //! (`partition-generation`, `replicas`), what tools ask
 //! (`cluster-stable`, `statistics`, `namespace/NS`).
 
-use crate::node::Node;
+use super::Context;
 use base64::Engine;
 use bolide_cluster::message::Endpoint;
 use bolide_wire::info::InfoCommand;
@@ -13,14 +13,14 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// `partition-generation`: -1 until the first map, then bumped with
 /// every change of this node's claims.
-pub fn partition_generation(node: &Node) -> String {
+pub fn partition_generation(node: &Context) -> String {
     node.cluster.routing.load().generation.to_string()
 }
 
 /// `replicas` (`ns:regime,count,col0,...`), `replicas-all`
 /// (`ns:count,...`) and `replicas-master` (`ns:col0`).
 pub fn replicas(
-    node: &Node,
+    node: &Context,
     command: &InfoCommand<'_>,
     with_regime: bool,
     with_count: bool,
@@ -65,7 +65,7 @@ pub fn replicas(
 
 /// The regime `replicas` reports: 0 for AP; for SC the machine's, never
 /// 0 (clients decide SC from the first answer they see).
-fn regime(node: &Node, index: usize, published: u32) -> u32 {
+fn regime(node: &Context, index: usize, published: u32) -> u32 {
     let sc = node
         .store
         .namespaces()
@@ -80,7 +80,7 @@ fn regime(node: &Node, index: usize, published: u32) -> u32 {
 }
 
 fn sc_namespace<'a>(
-    node: &'a Node,
+    node: &'a Context,
     name: Option<&str>,
 ) -> Result<(usize, &'a std::sync::Arc<bolide_store::Namespace>), String> {
     let Some(name) = name else {
@@ -94,7 +94,7 @@ fn sc_namespace<'a>(
 }
 
 /// One namespace's `roster=..:pending_roster=..:observed_nodes=..`.
-fn roster_of(node: &Node, index: usize, name: &str) -> String {
+fn roster_of(node: &Context, index: usize, name: &str) -> String {
     use bolide_cluster::sc::Roster;
     let status = node.cluster.status();
     let active = status
@@ -121,7 +121,7 @@ fn roster_of(node: &Node, index: usize, name: &str) -> String {
         .unwrap_or_else(|| active.clone());
     let mut observed = status.succession.clone();
     if observed.is_empty() {
-        observed.push(node.node_id);
+        observed.push(node.cluster.node_id);
     }
     observed.sort_unstable_by(|a, b| b.cmp(a));
     let observed: Vec<String> = observed.iter().map(|n| format!("{n:X}")).collect();
@@ -133,7 +133,7 @@ fn roster_of(node: &Node, index: usize, name: &str) -> String {
 
 /// `roster:` (every SC namespace, `ns=NS:` first) or
 /// `roster:namespace=NS`.
-pub fn roster(node: &Node, command: &InfoCommand<'_>) -> String {
+pub fn roster(node: &Context, command: &InfoCommand<'_>) -> String {
     if let Some(name) = command.param("namespace") {
         return match sc_namespace(node, Some(name)) {
             Ok((index, _)) => roster_of(node, index, name),
@@ -152,7 +152,7 @@ pub fn roster(node: &Node, command: &InfoCommand<'_>) -> String {
 
 /// `roster-set:namespace=NS;nodes=LIST`: stages the roster cluster-wide;
 /// it takes effect at the next `recluster:`.
-pub fn roster_set(node: &Node, command: &InfoCommand<'_>) -> String {
+pub fn roster_set(node: &Context, command: &InfoCommand<'_>) -> String {
     let (_, ns) = match sc_namespace(node, command.param("namespace")) {
         Ok(found) => found,
         Err(error) => return error,
@@ -183,7 +183,7 @@ pub fn roster_set(node: &Node, command: &InfoCommand<'_>) -> String {
 /// `revive:[namespace=NS]`: node-local, then `recluster:`. Bolide marks
 /// no partition dead from lost data yet (see docs/strong-consistency.md),
 /// so there is nothing to revive; the command is accepted as tools send it.
-pub fn revive(node: &Node, command: &InfoCommand<'_>) -> String {
+pub fn revive(node: &Context, command: &InfoCommand<'_>) -> String {
     if command.param("namespace").is_some() {
         if let Err(error) = sc_namespace(node, command.param("namespace")) {
             return error;
@@ -194,7 +194,7 @@ pub fn revive(node: &Node, command: &InfoCommand<'_>) -> String {
 }
 
 /// `replicas-max`: the columns each namespace has.
-pub fn replicas_max(node: &Node) -> String {
+pub fn replicas_max(node: &Context) -> String {
     let routing = node.cluster.routing.load();
     routing
         .namespaces
@@ -219,7 +219,7 @@ fn host_port(endpoint: &Endpoint, default_port: u16) -> String {
 
 /// `peers-clear-std`: `gen,3000,[[NODE,,[host[:port],...]],...]`, the other
 /// members of this node's cluster.
-pub fn peers(node: &Node) -> String {
+pub fn peers(node: &Context) -> String {
     let status = node.cluster.status();
     let mut text = format!("{},3000,[", status.peers_generation);
     for (index, peer) in status.peers.iter().enumerate() {
@@ -234,7 +234,7 @@ pub fn peers(node: &Node) -> String {
 }
 
 /// `services`: the other members' `host:port`, `;`-separated.
-pub fn services(node: &Node) -> String {
+pub fn services(node: &Context) -> String {
     let status = node.cluster.status();
     status
         .peers
@@ -248,7 +248,7 @@ pub fn services(node: &Node) -> String {
 /// `cluster-stable[:size=N;ignore-migrations=BOOL;namespace=NS]`: the
 /// cluster key when the cluster is settled (no exchange running, and,
 /// unless migrations are ignored, none remaining), else `ERROR:7:...`.
-pub fn cluster_stable(node: &Node, command: &InfoCommand<'_>) -> String {
+pub fn cluster_stable(node: &Context, command: &InfoCommand<'_>) -> String {
     let status = node.cluster.status();
     if let Some(size) = command.param("size") {
         if size.len() > 3 {
@@ -292,12 +292,11 @@ pub fn cluster_stable(node: &Node, command: &InfoCommand<'_>) -> String {
 }
 
 /// The cluster's part of `statistics`.
-pub fn statistics(node: &Node, text: &mut String) {
+pub fn statistics(node: &Context, text: &mut String) {
     let status = node.cluster.status();
     let counters = &node.cluster.counters;
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Relaxed);
-    let since_rebalance =
-        crate::cluster::monotonic_ms().saturating_sub(status.last_rebalance_ms) / 1000;
+    let since_rebalance = super::monotonic_ms().saturating_sub(status.last_rebalance_ms) / 1000;
     let _ = write!(
         text,
         "cluster_size={};cluster_key={:X};cluster_generation={};cluster_principal={:X};\
@@ -321,7 +320,7 @@ pub fn statistics(node: &Node, text: &mut String) {
         status.principal,
         status.integrity,
         status.is_member,
-        node.config.cluster_name,
+        node.cluster.cluster_name,
         status.principal,
         status.migrate_allowed,
         status.migrate_partitions_remaining,
@@ -358,7 +357,7 @@ pub fn statistics(node: &Node, text: &mut String) {
 }
 
 /// The cluster's part of `namespace/NS`: records by role and migrations.
-pub fn namespace(node: &Node, index: usize, text: &mut String) {
+pub fn namespace(node: &Context, index: usize, text: &mut String) {
     let routing = node.cluster.routing.load();
     let status = node.cluster.status();
     let Some(ns) = node.store.namespaces().get(index) else {

@@ -8,8 +8,8 @@
 
 use super::fabric::{self, Mailbox};
 use super::records::Records;
+use super::Context as Node;
 use super::{bump, monotonic_ms, Event};
-use crate::node::Node;
 use bolide_cluster::codec;
 use bolide_cluster::datapath::emigrate::{EmigrateNamespace, PARTITIONS_PER_THREAD};
 use bolide_cluster::datapath::{Emigrator, EmigratorConfig, Immigrator, Output, RecordStore};
@@ -52,7 +52,7 @@ pub fn start(node: Arc<Node>) -> Result<(), String> {
         .name("migrate".into())
         .spawn(move || {
             // Background work: it yields the cores to the event loops.
-            crate::connection::set_thread_nice(crate::connection::BACKGROUND_NICE);
+            crate::system::set_thread_nice(crate::system::BACKGROUND_NICE);
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

@@ -35,6 +35,7 @@ use bolide_cluster::node::{DataEvent, NamespaceConfig, Status};
 use bolide_cluster::routing::{ConflictPolicy, Gates};
 use bolide_cluster::{NodeId, Routing};
 use bolide_store::Store;
+use bolide_transaction::{RemoteRunner, Services};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -119,12 +120,53 @@ impl Counters {
     }
 }
 
+/// What the node's work between nodes needs: the store, the services
+/// above it (indexes, UDF modules, jobs) and the cluster service. The
+/// cluster thread, the fabric, remote work and migrations share it; the
+/// rest of the node gets narrower parts of it.
+pub struct Context {
+    pub store: Arc<Store>,
+    pub services: Arc<Services>,
+    pub cluster: ClusterService,
+}
+
+impl Context {
+    pub fn new(
+        config: &Config,
+        node_id: NodeId,
+        store: Arc<Store>,
+        services: Arc<Services>,
+    ) -> Arc<Context> {
+        let cluster = ClusterService::new(config, node_id, &store);
+        Arc::new(Context {
+            store,
+            services,
+            cluster,
+        })
+    }
+
+    /// Carries out batch rows' and background jobs' remote work from
+    /// blocking threads, on the fabric thread.
+    pub fn runner(&self) -> Arc<dyn RemoteRunner> {
+        Arc::new(remote::BlockingRunner {
+            jobs: self.cluster.blocking.clone(),
+        })
+    }
+
+    /// Serves every partition of every namespace here, with no cluster
+    /// thread (a node embedded in tests and fuzz targets).
+    pub fn serve_alone(&self) {
+        self.cluster.serve_alone(&self.store);
+    }
+}
+
 /// The cluster as the rest of the node sees it.
 pub struct ClusterService {
     pub node_id: NodeId,
     pub cluster_name: String,
-    /// The routing every request reads (lock-free).
-    pub routing: ArcSwap<Routing>,
+    /// The routing every request reads (lock-free). Shared: connections
+    /// keep a handle of their own.
+    pub routing: Arc<ArcSwap<Routing>>,
     /// The state machine's figures, refreshed after each of its steps.
     pub status: Mutex<Status>,
     pub gates: Arc<Gates>,
@@ -132,6 +174,11 @@ pub struct ClusterService {
     /// Per namespace: how conflicting copies are resolved.
     pub policies: Vec<ConflictPolicy>,
     pub transaction_max_ms: u64,
+    /// The namespaces as the cluster state machine sees them.
+    pub namespaces: Vec<NamespaceConfig>,
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_timeout: u64,
+    pub min_cluster_size: usize,
     pub migrate_threads: usize,
     pub migrate_max_num_incoming: usize,
     /// This node's fabric and heartbeat endpoints, as advertised.
@@ -150,6 +197,9 @@ pub struct ClusterService {
     blocking_receiver: Mutex<Option<mpsc::UnboundedReceiver<remote::BlockingJob>>>,
     /// Cluster-wide metadata as last applied (for `get-config` and tests).
     pub metadata: Mutex<Vec<Item>>,
+    /// Where strong-consistency state is kept (else beside the storage
+    /// files; see `sc.rs`).
+    pub work_directory: Option<std::path::PathBuf>,
 }
 
 impl ClusterService {
@@ -178,12 +228,19 @@ impl ClusterService {
         ClusterService {
             node_id,
             cluster_name: config.cluster_name.clone(),
-            routing: ArcSwap::from_pointee(Routing::unformed(node_id, &namespaces)),
+            routing: Arc::new(ArcSwap::from_pointee(Routing::unformed(
+                node_id,
+                &namespaces,
+            ))),
             status: Mutex::new(Status::default()),
             gates: Arc::new(Gates::new(store.namespaces().len())),
             counters: Counters::default(),
             policies: namespaces.iter().map(|(_, _, policy)| *policy).collect(),
             transaction_max_ms: config.transaction_max_ms,
+            namespaces: namespace_configs(config),
+            heartbeat_interval_ms: config.heartbeat_interval_ms,
+            heartbeat_timeout: config.heartbeat_timeout,
+            min_cluster_size: config.min_cluster_size,
             migrate_threads: config.migrate_threads,
             migrate_max_num_incoming: config.migrate_max_num_incoming,
             fabric: Endpoint {
@@ -215,6 +272,7 @@ impl ClusterService {
             blocking,
             blocking_receiver: Mutex::new(Some(blocking_receiver)),
             metadata: Mutex::new(Vec::new()),
+            work_directory: config.work_directory.clone(),
         }
     }
 
@@ -346,29 +404,14 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Connects to `address` (`host:port`) from `local` (the node's own
-/// heartbeat or fabric address, unless unspecified), so that traffic
-/// between nodes carries their addresses on both ends (firewall rules, and
-/// hosts with several addresses, rely on it).
+/// Connects to `address` (`host:port`) from `local` over plain TCP (the
+/// fabric's lanes still take a bare socket; heartbeats use
+/// [`crate::net::Connection::connect`]).
 pub(crate) async fn connect_from(
     local: IpAddr,
     address: &str,
 ) -> std::io::Result<tokio::net::TcpStream> {
-    let mut last = None;
-    for target in tokio::net::lookup_host(address).await? {
-        let socket = match target {
-            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-        };
-        if !local.is_unspecified() && local.is_ipv4() == target.is_ipv4() {
-            socket.bind(SocketAddr::new(local, 0))?;
-        }
-        match socket.connect(target).await {
-            Ok(stream) => return Ok(stream),
-            Err(error) => last = Some(error),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other(format!("{address}: no address"))))
+    crate::net::dial(local, address).await
 }
 
 /// Logs a kind of event at most once a second, counting the events it

@@ -8,7 +8,7 @@
 use super::fabric::{self, Mailbox, ReplyFrame};
 use super::monotonic_ms;
 use super::records::Records;
-use crate::node::Node;
+use super::Context as Node;
 use bolide_cluster::datapath::{self, Finish, Need, Output, Proxied, Ran, Work};
 use bolide_cluster::fabric::{Fabric, ProxyFraming};
 use bolide_cluster::metadata::Item;

@@ -12,8 +12,7 @@
 //! the console parses them, so what it shows is what `asinfo` shows.
 
 use super::remote::{self, parse_peers};
-use super::{console, local_info, local_service, metrics, metrics_answers, InfoAnswers};
-use crate::node::Node;
+use super::{console, local_info, local_service, metrics, metrics_answers, Http, InfoAnswers};
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -23,9 +22,9 @@ use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
 
-type Shared = Arc<Node>;
+type Shared = Arc<Http>;
 
-pub fn router(node: Arc<Node>) -> Router {
+pub fn router(node: Arc<Http>) -> Router {
     Router::new()
         .route("/", get(console::index))
         .route("/assets/{file}", get(console::asset))
@@ -170,7 +169,7 @@ fn namespace_commands(answers: &InfoAnswers, with_config: bool) -> Vec<String> {
     commands
 }
 
-fn local_node(node: &Node, first: Vec<String>, with_config: bool) -> InfoAnswers {
+fn local_node(node: &Http, first: Vec<String>, with_config: bool) -> InfoAnswers {
     let mut answers = local_info(node, &first);
     let more = local_info(node, &namespace_commands(&answers, with_config));
     answers.merge(more);
@@ -215,17 +214,41 @@ async fn truncate(State(node): State<Shared>, Json(request): Json<TruncateReques
         Some(set) => format!("truncate:namespace={};set={set}", request.namespace),
         None => format!("truncate-namespace:namespace={}", request.namespace),
     };
-    let answers = match request.address.as_deref() {
+    let remote_address = match request.address.as_deref() {
         Some(address) if !address.is_empty() && !is_local(&node, address) => {
             if let Err(message) = check_address(address) {
                 return error(StatusCode::BAD_REQUEST, &message);
             }
-            match remote::info(address, std::slice::from_ref(&command)).await {
-                Ok(answers) => answers,
-                Err(message) => return error(StatusCode::BAD_GATEWAY, &message),
+            Some(address)
+        }
+        _ => None,
+    };
+    let ask = |commands: Vec<String>| {
+        let node = &node;
+        async move {
+            match remote_address {
+                Some(address) => remote::info(address, &commands).await,
+                None => Ok(local_info(node, &commands)),
             }
         }
-        _ => local_info(&node, std::slice::from_ref(&command)),
+    };
+    // The truncate command accepts a namespace the node does not hold (as
+    // Aerospike does, for the nodes that hold it); the console names the
+    // operator's typo instead.
+    let namespaces = match ask(vec!["namespaces".to_owned()]).await {
+        Ok(answers) => answers.get("namespaces").unwrap_or_default().to_owned(),
+        Err(message) => return error(StatusCode::BAD_GATEWAY, &message),
+    };
+    if !namespaces.split(';').any(|name| name == request.namespace) {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "ok": false, "error": "ERROR:20:namespace not found on node" })),
+        )
+            .into_response();
+    }
+    let answers = match ask(vec![command.clone()]).await {
+        Ok(answers) => answers,
+        Err(message) => return error(StatusCode::BAD_GATEWAY, &message),
     };
     let answer = answers.get(&command).unwrap_or_default().to_owned();
     if answer.eq_ignore_ascii_case("ok") {
@@ -242,7 +265,7 @@ async fn truncate(State(node): State<Shared>, Json(request): Json<TruncateReques
 }
 
 /// Whether `address` names this node's own service port.
-fn is_local(node: &Node, address: &str) -> bool {
+fn is_local(node: &Http, address: &str) -> bool {
     let own = local_service(node);
     let port = own.port().to_string();
     let Some((host, candidate_port)) = address.rsplit_once(':') else {

@@ -16,10 +16,33 @@ mod console;
 pub mod metrics;
 pub mod remote;
 
-use crate::node::Node;
+use crate::info::Info;
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::Arc;
+
+/// What the HTTP port needs of the node: its info answers, and its own
+/// service address (to tell a request for this node from one for another).
+pub struct Http {
+    info: Arc<Info>,
+    service: SocketAddr,
+}
+
+impl Http {
+    /// `service_address`/`service_port`: the node's service listener.
+    pub fn new(info: Arc<Info>, service_address: IpAddr, service_port: u16) -> Http {
+        // A local client reaches a wildcard listener on the loopback.
+        let address = if service_address.is_unspecified() {
+            IpAddr::from([127, 0, 0, 1])
+        } else {
+            service_address
+        };
+        Http {
+            info,
+            service: SocketAddr::new(address, service_port),
+        }
+    }
+}
 
 /// Answers of info commands, by command text.
 #[derive(Clone, Debug, Default)]
@@ -66,25 +89,23 @@ impl InfoAnswers {
 }
 
 /// Answers `commands` on this node, in-process.
-pub fn local_info(node: &Node, commands: &[String]) -> InfoAnswers {
+pub fn local_info(node: &Http, commands: &[String]) -> InfoAnswers {
     let body = commands.join("\n");
     let mut out = Vec::new();
-    crate::info::answer(node, body.as_bytes(), local_service(node), &mut out);
+    // The HTTP port has no login yet: it asks as an open client.
+    let caller = bolide_transaction::Caller::client(None);
+    node.info
+        .answer(body.as_bytes(), local_service(node), &caller, &mut out);
     InfoAnswers::parse(&out)
 }
 
 /// This node's service address, as a local client would reach it.
-pub fn local_service(node: &Node) -> SocketAddr {
-    let address = if node.config.service_address.is_unspecified() {
-        std::net::IpAddr::from([127, 0, 0, 1])
-    } else {
-        node.config.service_address
-    };
-    SocketAddr::new(address, node.config.service_port)
+pub fn local_service(node: &Http) -> SocketAddr {
+    node.service
 }
 
 /// What `/metrics` asks this node.
-pub fn metrics_answers(node: &Node) -> InfoAnswers {
+pub fn metrics_answers(node: &Http) -> InfoAnswers {
     let mut commands: Vec<String> = [
         "node",
         "build",
@@ -98,19 +119,18 @@ pub fn metrics_answers(node: &Node) -> InfoAnswers {
     .iter()
     .map(|command| (*command).to_owned())
     .collect();
-    for namespace in node.store.namespaces() {
-        commands.push(format!("namespace/{}", namespace.name()));
+    for namespace in node.info.namespace_names() {
+        commands.push(format!("namespace/{namespace}"));
     }
     local_info(node, &commands)
 }
 
 /// Binds the HTTP port (an error here stops the node, like the service
 /// port) and serves it on a thread of its own.
-pub fn start(node: Arc<Node>) -> Result<Option<SocketAddr>, String> {
-    let Some(port) = node.config.http_port else {
+pub fn start(node: Arc<Http>, address: Option<SocketAddr>) -> Result<Option<SocketAddr>, String> {
+    let Some(address) = address else {
         return Ok(None);
     };
-    let address = SocketAddr::new(node.config.http_address, port);
     let listener = TcpListener::bind(address)
         .map_err(|error| format!("cannot listen on {address} (http): {error}"))?;
     listener
@@ -124,7 +144,7 @@ pub fn start(node: Arc<Node>) -> Result<Option<SocketAddr>, String> {
     Ok(Some(bound))
 }
 
-fn serve(node: Arc<Node>, listener: TcpListener) {
+fn serve(node: Arc<Http>, listener: TcpListener) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,10 +7,10 @@
 //! a region by a few cells covering its bounding box. A "points within a
 //! region" query scans the ranges of the cells covering the query region; a
 //! "regions containing a point" query looks up the point's 31 ancestors.
-//! Both are filters: each candidate is checked exactly (`crate::geo`), so
+//! Both are filters: each candidate is checked exactly (`bolide_particles::geo`), so
 //! cells only need to cover, never to be tight.
 
-use crate::geo::{Point, Shape};
+use bolide_particles::geo::{Point, Shape};
 
 /// The finest level: 2^30 cells along each axis.
 pub const LEVEL_MAX: u32 = 30;
@@ -18,7 +18,7 @@ pub const LEVEL_MAX: u32 = 30;
 pub const REGION_CELLS_MAX: usize = 8;
 /// Most cells a query region is covered by.
 pub const QUERY_CELLS_MAX: usize = 24;
-/// Mean Earth radius in meters, as `crate::geo` uses it.
+/// Mean Earth radius in meters, as `bolide_particles::geo` uses it.
 const EARTH_RADIUS_METERS: f64 = 6_371_008.8;
 /// Degrees added around every bounding box, so that rounding never
 /// leaves a covered point outside.
@@ -167,7 +167,7 @@ fn cover(rects: &[Rect], cells_max: usize) -> Vec<u64> {
     vec![cell_id(0, 0)]
 }
 
-/// Rectangles covering a region, as `crate::geo` tests containment:
+/// Rectangles covering a region, as `bolide_particles::geo` tests containment:
 /// polygons in the longitude/latitude plane, circles on the sphere (split
 /// in two where a circle crosses ±180 longitude).
 fn bounding_rects(shape: &Shape) -> Vec<Rect> {
@@ -271,7 +271,7 @@ fn circle_rects(center: Point, radius_meters: f64) -> Vec<Rect> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geo::point_in_region;
+    use bolide_particles::geo::point_in_region;
 
     fn shape(text: &str) -> Shape {
         Shape::parse(text.as_bytes()).expect("shape")

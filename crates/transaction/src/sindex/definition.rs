@@ -20,6 +20,8 @@ pub const EXPRESSION_BASE64_BYTES_MAX: usize = 16 * 1024 - 1;
 pub const CONTEXT_DEPTH_MAX: usize = 16;
 /// Longest namespace name.
 const NAMESPACE_BYTES_MAX: usize = 31;
+/// The longest key type name the server's buffer holds ("geo2dsphere").
+const KEY_TYPE_BYTES_MAX: usize = 11;
 
 /// The value type an index keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -155,11 +157,11 @@ impl Definition {
     /// (≥ 8.1) or `ns=..;set=..;indexname=..;indexdata=<bin>,<type>[;indextype=..]`.
     pub fn from_create(command: &InfoCommand<'_>) -> Result<Definition, InfoError> {
         let name = required(command, "indexname")?;
+        // A value too long for the server's parameter buffer is a bad
+        // parameter (`as_info_optional_param_is_ok`), not the index-name
+        // result code.
         if name.len() > NAME_BYTES_MAX {
-            return Err(InfoError::new(
-                ResultCode::IndexNameTooLong,
-                "'indexname' value too long",
-            ));
+            return Err(InfoError::parameter("'indexname' value too long"));
         }
         if name.contains(['|', '\n', '\t']) {
             return Err(InfoError::parameter("bad 'indexname'"));
@@ -225,10 +227,7 @@ impl Definition {
                     }
                     (Some(bin), None) => {
                         if bin.len() > BIN_NAME_BYTES_MAX {
-                            return Err(InfoError::new(
-                                ResultCode::BinName,
-                                "'bin' value too long",
-                            ));
+                            return Err(InfoError::parameter("'bin' value too long"));
                         }
                         (bin.to_owned(), key_type)
                     }
@@ -244,6 +243,10 @@ impl Definition {
                 }
             }
             (Some(indexdata), None) => {
+                // `bin,type` in the server's buffer of a bin name and a type.
+                if indexdata.len() > BIN_NAME_BYTES_MAX + KEY_TYPE_BYTES_MAX + 1 {
+                    return Err(InfoError::parameter("'indexdata' value too long"));
+                }
                 let (bin, type_text) = indexdata
                     .split_once(',')
                     .ok_or_else(|| InfoError::parameter("'indexdata' missing bin type"))?;
@@ -390,7 +393,7 @@ fn decode_expression(text: &str) -> Result<Vec<u8>, InfoError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|_| InfoError::parameter("bad 'exp'"))?;
-    crate::expression::parse(&bytes).map_err(|_| InfoError::parameter("bad 'exp'"))?;
+    bolide_particles::expression::parse(&bytes).map_err(|_| InfoError::parameter("bad 'exp'"))?;
     Ok(bytes)
 }
 
@@ -420,7 +423,7 @@ pub fn check_context(bytes: &[u8]) -> Result<(), ResultCode> {
         if is_list == is_map || base > 3 || (is_list && base == 2) {
             return Err(ResultCode::Parameter);
         }
-        crate::cdt::value::next_item(&mut reader)?;
+        bolide_particles::cdt::value::next_item(&mut reader)?;
     }
     if !reader.remaining().is_empty() {
         return Err(ResultCode::Parameter);
@@ -515,7 +518,7 @@ mod tests {
             ),
             (
                 "sindex-create:namespace=test;indexname=x;bin=0123456789abcdefg;type=numeric",
-                ResultCode::BinName,
+                ResultCode::Parameter,
             ),
             (
                 "sindex-create:namespace=test;indexname=x;indexdata=a",
@@ -551,6 +554,12 @@ mod tests {
             "sindex-create:namespace=test;indexname={long_name};bin=a;type=numeric"
         ))
         .expect_err("long name");
-        assert_eq!(error.code, ResultCode::IndexNameTooLong);
+        assert_eq!(error.code, ResultCode::Parameter);
+        assert_eq!(error.message, "'indexname' value too long");
+        let error =
+            parse("sindex-create:namespace=test;indexname=x;bin=abcdefghijklmnop;type=numeric")
+                .expect_err("long bin");
+        assert_eq!(error.code, ResultCode::Parameter);
+        assert_eq!(error.message, "'bin' value too long");
     }
 }

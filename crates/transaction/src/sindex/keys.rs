@@ -8,11 +8,10 @@
 
 use super::cells;
 use super::definition::{Collection, Definition, KeyType};
-use crate::cdt::value::{List, Map};
-use crate::expression::{self, Bins, Evaluated, Expr, Subject};
-use crate::geo::Shape;
-use bolide_store::{RecordMeta, RecordView};
-use bolide_types::{particle, Digest};
+use bolide_particles::cdt::value::{List, Map};
+use bolide_particles::expression::{self, Evaluated, Expr};
+use bolide_particles::geo::Shape;
+use bolide_types::particle;
 use bolide_wire::msgpack::{Item, Reader};
 
 /// Strings and blobs longer than this are not indexed (as on the server).
@@ -30,13 +29,7 @@ pub enum Value<'a> {
 
 /// A record as an index sees it: its bins and what an expression index's
 /// expression may read besides.
-pub struct Indexed<'a> {
-    pub record: &'a RecordView<'a>,
-    pub digest: &'a Digest,
-    pub meta: &'a RecordMeta,
-    pub set_name: Option<&'a str>,
-    pub record_bytes: usize,
-}
+pub use crate::record::Stored as Indexed;
 
 /// Calls `found` with every value of `definition`'s type in `record`
 /// (`expression` is the definition's expression, parsed).
@@ -52,16 +45,10 @@ pub fn for_each_value(
         }
     };
     if let Some(expression) = expression {
-        let subject = Subject {
-            digest: indexed.digest,
-            meta: indexed.meta,
-            bins: Bins::Stored(indexed.record),
-            key: indexed.record.key,
-            record_bytes: indexed.record_bytes,
-            set_name: indexed.set_name,
-            now_ms: bolide_types::now_citrusleaf_milliseconds(),
-        };
-        if let Evaluated::Value(particle_type, bytes) = expression::evaluate(expression, &subject) {
+        let now_ms = bolide_types::now_citrusleaf_milliseconds();
+        if let Evaluated::Value(particle_type, bytes) =
+            expression::evaluate(expression, indexed, now_ms)
+        {
             from_particle(definition.collection, particle_type, &bytes, &mut wanted);
         }
         return;
@@ -80,7 +67,7 @@ pub fn for_each_value(
             if bin.particle_type != particle::LIST && bin.particle_type != particle::MAP {
                 return;
             }
-            let Ok(Some(element)) = crate::cdt::read_context(bin.value, context) else {
+            let Ok(Some(element)) = bolide_particles::cdt::read_context(bin.value, context) else {
                 return;
             };
             from_element(definition.collection, &element, &mut wanted);
@@ -145,7 +132,7 @@ fn from_particle(
         (Collection::Default, particle::STRING) => found(Value::Str(value)),
         (Collection::Default, particle::BLOB) => found(Value::Blob(value)),
         (Collection::Default, particle::GEOJSON) => {
-            if let Some(text) = crate::geo::stored_text(value) {
+            if let Some(text) = bolide_particles::geo::stored_text(value) {
                 found(Value::Geo(text));
             }
         }
@@ -173,7 +160,7 @@ fn from_element(collection: Collection, element: &[u8], found: &mut dyn FnMut(Va
             }
         }
         Collection::MapKeys | Collection::MapValues => {
-            if crate::cdt::value::container_kind(element) != Some(false) {
+            if bolide_particles::cdt::value::container_kind(element) != Some(false) {
                 return;
             }
             if let Ok(map) = Map::parse(element) {
@@ -215,6 +202,8 @@ fn scalar(bytes: &[u8]) -> Option<Value<'_>> {
 mod tests {
     use super::*;
     use bolide_store::record::{encode, Bin};
+    use bolide_store::{RecordMeta, RecordView};
+    use bolide_types::Digest;
 
     fn definition(key_type: KeyType, collection: Collection) -> Definition {
         Definition {

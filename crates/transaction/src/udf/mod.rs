@@ -10,6 +10,8 @@
 
 pub mod modules;
 
+use crate::reply::Reply;
+use crate::request::Request;
 use crate::write;
 use crate::{ttl, Scratch};
 use bolide_store::record::{self, Bin, RecordView};
@@ -18,8 +20,7 @@ use bolide_types::{
     now_citrusleaf_milliseconds, particle, Digest, ResultCode, CITRUSLEAF_EPOCH_UNIX_SECONDS,
 };
 use bolide_udf::{RecordInfo, Sources, UdfError, Value};
-use bolide_wire::message::MsgHeader;
-use bolide_wire::{op_type, Framing, Message, ResponseWriter};
+use bolide_wire::{op_type, Message};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,17 +40,30 @@ impl Call {
     /// Fields 30 (module), 31 (function) and 32 (msgpack argument list).
     pub fn from_message(message: &Message<'_>) -> Result<Call, ResultCode> {
         let fields = &message.fields;
+        Call::from_parts(fields.udf_filename, fields.udf_function, fields.udf_arglist)
+    }
+
+    /// A call from its module, function and msgpack argument list.
+    pub fn from_parts(
+        module: Option<&[u8]>,
+        function: Option<&[u8]>,
+        arglist: Option<&[u8]>,
+    ) -> Result<Call, ResultCode> {
+        // As on the server (`udf_def_init_from_msg`), a name must fit its
+        // buffer but may be empty: an empty module or function is then
+        // not found when the call runs (a UDF error, 100), not a bad
+        // request.
         let text = |field: Option<&[u8]>| -> Result<String, ResultCode> {
             let bytes = field.ok_or(ResultCode::Parameter)?;
             let text = std::str::from_utf8(bytes).map_err(|_| ResultCode::Parameter)?;
-            if text.is_empty() || text.len() > modules::FILE_NAME_BYTES_MAX {
+            if text.len() > modules::FILE_NAME_BYTES_MAX {
                 return Err(ResultCode::Parameter);
             }
             Ok(text.to_owned())
         };
-        let module = text(fields.udf_filename)?;
-        let function = text(fields.udf_function)?;
-        let args = match fields.udf_arglist {
+        let module = text(module)?;
+        let function = text(function)?;
+        let args = match arglist {
             // Clients send an empty field for no arguments.
             None | Some([]) => Vec::new(),
             Some(bytes) => Value::list_from_msgpack(bytes).map_err(|_| ResultCode::Parameter)?,
@@ -65,8 +79,8 @@ impl Call {
 /// How long a UDF may run: the request's timeout, less a tenth (at most
 /// 100 ms) so that the error reaches the client before it gives up;
 /// without a timeout, the default.
-pub fn time_limit(header: &MsgHeader) -> Duration {
-    match header.transaction_ttl {
+pub fn time_limit(timeout_ms: u32) -> Duration {
+    match timeout_ms {
         0 => bolide_udf::DEFAULT_TIME_LIMIT,
         ms => {
             let ms = u64::from(ms);
@@ -76,21 +90,20 @@ pub fn time_limit(header: &MsgHeader) -> Duration {
 }
 
 /// Runs a record UDF request against `digest`, appending its answer.
-pub fn apply(
+pub fn apply<R: Reply + ?Sized>(
     namespace: &Namespace,
     digest: &Digest,
-    message: &Message<'_>,
-    filter: Option<&crate::expression::Expr>,
-    out: &mut Vec<u8>,
+    request: &Request<'_>,
+    filter: Option<&bolide_particles::expression::Expr>,
+    reply: &mut R,
     scratch: &mut Scratch,
-    framing: Framing,
 ) -> Result<(), ResultCode> {
-    let call = Call::from_message(message)?;
+    let call = Call::from_parts(request.udf.module, request.udf.function, request.udf.args)?;
     let sources: Arc<dyn Sources> = crate::services(namespace)
         .ok_or(ResultCode::UnsupportedFeature)?
         .udfs
         .clone();
-    let set_id = match namespace.set_id(message.fields.set.unwrap_or_default()) {
+    let set_id = match namespace.set_id(request.set.unwrap_or_default()) {
         Ok(id) => id,
         Err(SetError::TooMany) => return Err(ResultCode::OutOfSpace),
         Err(SetError::BadName) => return Err(ResultCode::Parameter),
@@ -115,11 +128,11 @@ pub fn apply(
     };
     if let (Some(meta), Some(view), Some(bytes)) = (existing_meta, stored, stored_bytes) {
         crate::check_filter(namespace, filter, digest, &meta, &view, bytes.len())?;
-        crate::check_set(namespace, message, meta.set_id)?;
+        crate::check_set(namespace, request, meta.set_id)?;
     }
-    let request_key = message.fields.key.map(crate::split_key).transpose()?;
+    let request_key = request.key.map(|key| key.parts()).transpose()?;
     let stored_key = stored.and_then(|view| view.key);
-    crate::check_key(message, stored_key)?;
+    crate::check_key(request, stored_key)?;
     let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
     let info = record_info(
         namespace,
@@ -137,24 +150,20 @@ pub fn apply(
         &call.function,
         &call.args,
         info,
-        time_limit(&message.header),
+        time_limit(request.policy.timeout_ms),
     );
     let value = match result {
         Ok(value) => value,
         Err(UdfError(text)) => {
             drop(writer);
-            let header = MsgHeader {
-                result_code: ResultCode::UdfExecution.as_u8(),
-                ..MsgHeader::default()
-            };
-            let mut response = ResponseWriter::begin_framed(out, &header, framing);
-            response.op(
+            reply.begin();
+            reply.bin(
                 op_type::READ,
                 particle::STRING,
                 FAILURE_BIN,
                 text.as_bytes(),
             );
-            response.finish();
+            reply.end(ResultCode::UdfExecution, 0, 0);
             return Ok(());
         }
     };
@@ -210,7 +219,7 @@ pub fn apply(
             if scratch.record.len() > namespace.config.max_record_size_bytes {
                 return Err(ResultCode::RecordTooBig);
             }
-            let record_ttl = outcome.ttl.unwrap_or(message.header.record_ttl);
+            let record_ttl = outcome.ttl.unwrap_or(request.policy.ttl);
             void_time = ttl::void_time(
                 &namespace.config,
                 record_ttl,
@@ -228,15 +237,10 @@ pub fn apply(
         }
     }
     drop(writer);
-    let header = MsgHeader {
-        generation: u32::from(generation),
-        record_ttl: void_time,
-        ..MsgHeader::default()
-    };
     let (particle_type, bytes) = value.to_particle();
-    let mut response = ResponseWriter::begin_framed(out, &header, framing);
-    response.op(op_type::READ, particle_type, SUCCESS_BIN, &bytes);
-    response.finish();
+    reply.begin();
+    reply.bin(op_type::READ, particle_type, SUCCESS_BIN, &bytes);
+    reply.end(ResultCode::Ok, generation, void_time);
     Ok(())
 }
 

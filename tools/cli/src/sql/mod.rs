@@ -12,8 +12,8 @@ use crate::Target;
 use aerospike::expressions::{self as exp, Expression};
 use aerospike::query::{CollectionIndexType, Filter, IndexType};
 use aerospike::{
-    AdminPolicy, Bin, Bins, Client, ClientPolicy, Key, PartitionFilter, QueryPolicy, ReadPolicy,
-    Record, WritePolicy,
+    AdminPolicy, Bin, Bins, Client, Key, PartitionFilter, QueryPolicy, ReadPolicy, Record,
+    WritePolicy,
 };
 use comfy_table::Cell;
 use futures::StreamExt;
@@ -65,7 +65,7 @@ impl Session {
         let client = runtime.block_on(async {
             tokio::time::timeout(
                 target.timeout * 3,
-                Client::new(&ClientPolicy::default(), &seed),
+                Client::new(&target.client_policy(), &seed),
             )
             .await
         });

@@ -628,6 +628,7 @@ function renderNamespaces() {
         ${usageBar('Memory (index + data) against data-size', v.memoryUsed, v.memoryTotal, memoryMarks)}
         ${device ? usageBar('Device (live records)', v.deviceUsed, v.deviceTotal, [{ kind: 'stop', at: num(c['storage-engine.max-used-pct']), label: `max-used ${c['storage-engine.max-used-pct']}%` }]) : ''}
         ${device ? `<div class="muted small">free write blocks: <strong>${availability.toFixed(0)} %</strong> (writes stop under ${minAvail} %) · defrag queue ${esc(c['storage-engine.defrag_q'] || 0)} · write queue ${esc(c['storage-engine.write_q'] || 0)}</div>` : ''}
+        ${device ? `<div class="muted small" data-testid="ns-compression">compression <strong>${esc(c['storage-engine.compression'] || 'none')}</strong> · stored/original size of recent writes <strong>${esc(c.data_compression_ratio || '1.000')}</strong> · ${fmtInt(num(c['storage-engine.compressed_records']))} records written compressed</div>` : ''}
         <div class="muted small">nsup every ${esc(c['nsup-period'] || '–')} s · last sweep ${esc(c.nsup_cycle_duration || 0)} ms · ${esc(v.bins)}</div>
       </div><div>
         <h3 class="sub">Sets</h3>
