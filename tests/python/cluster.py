@@ -83,7 +83,10 @@ class LocalCluster:
         binary: Optional[Path] = None,
         hosts: Optional[List[str]] = None,
         http: bool = False,
+        storage_extra: Optional[Dict[str, str]] = None,
     ):
+        # More directives of the storage-engine device block.
+        self.storage_extra = storage_extra or {}
         self.binary = Path(binary) if binary else bolided_path()
         # One loopback address per node (a network namespace can cut
         # traffic between them); all on 127.0.0.1 by default.
@@ -179,6 +182,7 @@ class LocalCluster:
                 f"        file {node.dir / 'test.dat'}",
                 "        filesize 256M",
                 "        write-block-size 1M",
+                *[f"        {k} {v}" for k, v in self.storage_extra.items()],
                 "    }",
             ]
         lines.append("}")

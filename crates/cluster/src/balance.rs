@@ -91,6 +91,13 @@ impl PartitionOrders {
         PartitionOrders { nodes, orders }
     }
 
+    /// Orders given row by row (`nodes` indices per partition, each row a
+    /// permutation of `0..nodes`).
+    pub fn from_rows(nodes: usize, orders: Vec<u8>) -> PartitionOrders {
+        assert_eq!(orders.len(), PARTITION_COUNT * nodes);
+        PartitionOrders { nodes, orders }
+    }
+
     /// The succession indices holding `pid`, most preferred first.
     pub fn order(&self, pid: u16) -> &[u8] {
         let start = usize::from(pid) * self.nodes;

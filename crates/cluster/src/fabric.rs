@@ -95,6 +95,10 @@ pub enum Fabric<'a> {
         id: u64,
         namespace: &'a str,
         digest: [u8; DIGEST_BYTES],
+        /// Non-zero: answer only under this cluster key (else Ack
+        /// CLUSTER_KEY_MISMATCH): a strong-consistency master confirming
+        /// its replicas are still its own before a linearize read.
+        cluster_key: u64,
     },
     FetchAnswer {
         id: u64,
@@ -207,10 +211,12 @@ impl Fabric<'_> {
                 id,
                 namespace,
                 digest,
+                cluster_key,
             } => codec::write_frame(out, kind::FETCH, |w| {
                 w.u64(*id);
                 w.str(namespace);
                 w.raw(digest);
+                w.u64(*cluster_key);
             }),
             Fabric::FetchAnswer { id, image } => codec::write_frame(out, kind::FETCH_ANSWER, |w| {
                 w.u64(*id);
@@ -299,6 +305,7 @@ impl Fabric<'_> {
                 id: r.u64()?,
                 namespace: read_namespace(&mut r)?,
                 digest: read_digest(&mut r)?,
+                cluster_key: r.u64()?,
             },
             kind::FETCH_ANSWER => Fabric::FetchAnswer {
                 id: r.u64()?,
@@ -469,6 +476,7 @@ mod tests {
                 id: 4,
                 namespace: "test",
                 digest: [1; DIGEST_BYTES],
+                cluster_key: 0xABCD,
             },
             Fabric::FetchAnswer {
                 id: 4,

@@ -26,6 +26,7 @@ pub mod node;
 pub mod partitions;
 pub mod plan;
 pub mod routing;
+pub mod sc;
 pub mod version;
 
 pub use message::{Endpoint, Envelope, Message};

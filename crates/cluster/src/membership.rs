@@ -118,6 +118,8 @@ pub struct Membership {
     started_ms: u64,
     next_pulse_ms: u64,
     next_quantum_ms: u64,
+    /// `recluster:` asked for a new cluster key at the next quantum.
+    recluster: bool,
     last_quantum_ms: u64,
     proposal: Option<Proposal>,
     proposal_sequence: u64,
@@ -160,6 +162,7 @@ impl Membership {
             } else {
                 now_ms + timing.quantum
             },
+            recluster: false,
             last_quantum_ms: now_ms,
             proposal: None,
             proposal_sequence: 0,
@@ -445,6 +448,18 @@ impl Membership {
         }
     }
 
+    /// `recluster:` on the principal: propose the same members under a new
+    /// cluster key now, so every member runs a new exchange (a staged
+    /// roster takes effect). False when this node is not the principal.
+    pub fn request_recluster(&mut self, now_ms: u64) -> bool {
+        if self.principal() != Some(self.node()) {
+            return false;
+        }
+        self.recluster = true;
+        self.next_quantum_ms = self.next_quantum_ms.min(now_ms);
+        true
+    }
+
     pub fn become_orphan(&mut self, now_ms: u64) {
         self.key = 0;
         self.succession.clear();
@@ -635,9 +650,10 @@ impl Membership {
         let members = self.clique(members, now_ms);
         // A faulty member (one that left, or missed a commit) that is back
         // as an orphan makes the same list: it still needs a new cluster.
-        if members == self.succession && faulty.is_empty() {
+        if members == self.succession && faulty.is_empty() && !self.recluster {
             return None;
         }
+        self.recluster = false;
         if members.len() == 1 && !faulty.is_empty() && dead.is_empty() {
             // Alone among members that disagree with us: start over.
             log.push("all other members are faulty: leaving the cluster".to_owned());

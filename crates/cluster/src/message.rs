@@ -80,6 +80,9 @@ pub struct NamespaceVersions {
     pub name: String,
     pub replication_factor: u8,
     pub versions: Vec<Version>,
+    /// The sender's regime of the namespace: 0 for AP, non-zero for
+    /// strong consistency.
+    pub regime: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -422,6 +425,7 @@ fn write_namespace_versions(w: &mut Writer<'_>, ns: &NamespaceVersions) {
         w.u64(*bits);
         w.u16(*count);
     });
+    w.u32(ns.regime);
 }
 
 fn read_namespace_versions(r: &mut Reader<'_>) -> Result<NamespaceVersions, CodecError> {
@@ -445,10 +449,12 @@ fn read_namespace_versions(r: &mut Reader<'_>) -> Result<NamespaceVersions, Code
     if versions.len() != PARTITION_COUNT {
         return Err(CodecError::Invalid("version count"));
     }
+    let regime = r.u32()?;
     Ok(NamespaceVersions {
         name: name.to_owned(),
         replication_factor,
         versions,
+        regime,
     })
 }
 
@@ -471,6 +477,7 @@ mod tests {
             name: "test".into(),
             replication_factor: 2,
             versions,
+            regime: 7,
         };
         let id = ProposalId {
             sequence: 9,

@@ -9,7 +9,8 @@ use crate::message::{Endpoint, Envelope, Message, NamespaceSummary, NamespaceVer
 use crate::metadata::{Item, Metadata};
 use crate::partitions::{Effects, Emigration, NamespaceState};
 use crate::plan::{self, Member};
-use crate::routing::{ConflictPolicy, Routing};
+use crate::routing::{flag, ConflictPolicy, Route, Routing};
+use crate::sc::{self, Availability, Roster, RosterOrders};
 use crate::version::Version;
 use crate::NodeId;
 use bolide_types::PARTITION_COUNT;
@@ -27,7 +28,44 @@ pub struct NamespaceConfig {
     pub name: String,
     pub replication_factor: usize,
     pub conflict_policy: ConflictPolicy,
+    /// Strong consistency: a roster owns it, partitions without a quorum
+    /// are unavailable, and it has a regime.
+    pub strong_consistency: bool,
+    /// (SC) the active roster and the regime as this node last saved them.
+    pub roster: Roster,
+    pub regime: u32,
 }
+
+impl NamespaceConfig {
+    /// An AP namespace.
+    pub fn ap(name: &str, replication_factor: usize, conflict_policy: ConflictPolicy) -> Self {
+        NamespaceConfig {
+            name: name.to_owned(),
+            replication_factor,
+            conflict_policy,
+            strong_consistency: false,
+            roster: Roster::default(),
+            regime: 0,
+        }
+    }
+}
+
+/// A namespace's strong-consistency state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScState {
+    pub enabled: bool,
+    /// The roster in force (adopted at the last rebalance).
+    pub roster: Roster,
+    /// Never goes down; 0 only for AP.
+    pub regime: u32,
+    /// Partitions this node's sub-cluster may not serve, by the rules:
+    /// some roster nodes missing (unavailable), or all present (dead).
+    pub unavailable: u64,
+    pub dead: u64,
+}
+
+/// The metadata module that carries each SC namespace's pending roster.
+pub const ROSTER_MODULE: &str = "roster";
 
 /// A node's cluster configuration.
 #[derive(Clone, Debug)]
@@ -80,6 +118,14 @@ pub enum Action {
     },
     /// A cluster-wide metadata item changed: apply (and persist) it.
     Metadata(Item),
+    /// (SC) a namespace's active roster or regime changed: persist them
+    /// before anything else (a regime must never go down, even across
+    /// restarts).
+    SaveSc {
+        namespace: usize,
+        roster: Roster,
+        regime: u32,
+    },
     Log(Level, String),
 }
 
@@ -146,6 +192,8 @@ pub struct Status {
     pub last_rebalance_ms: u64,
     pub orphan_blocked: bool,
     pub namespaces: Vec<NamespaceStatus>,
+    /// Per namespace, its strong-consistency state.
+    pub sc: Vec<ScState>,
     /// A few partitions with migrations left, described (diagnostics).
     pub pending_sample: Vec<String>,
 }
@@ -171,6 +219,7 @@ pub struct ClusterNode {
     plan_key: u64,
     plan_fabric: Vec<Endpoint>,
     metadata: Metadata,
+    sc: Vec<ScState>,
     entropy: Box<dyn Entropy>,
     actions: Vec<Action>,
     generation: i64,
@@ -241,6 +290,21 @@ impl ClusterNode {
             plan_key: 0,
             plan_fabric: vec![config.fabric.clone()],
             metadata: Metadata::new(metadata),
+            sc: config
+                .namespaces
+                .iter()
+                .map(|ns| ScState {
+                    enabled: ns.strong_consistency,
+                    roster: ns.roster.clone(),
+                    regime: if ns.strong_consistency {
+                        ns.regime.max(sc::FIRST_REGIME)
+                    } else {
+                        0
+                    },
+                    unavailable: PARTITION_COUNT as u64,
+                    dead: 0,
+                })
+                .collect(),
             entropy,
             actions: Vec::new(),
             generation: -1,
@@ -275,6 +339,7 @@ impl ClusterNode {
             plan_key: self.plan_key,
             plan_fabric: self.plan_fabric.clone(),
             metadata: self.metadata.clone(),
+            sc: self.sc.clone(),
             entropy,
             actions: self.actions.clone(),
             generation: self.generation,
@@ -439,6 +504,9 @@ impl ClusterNode {
                 }
                 for item in items {
                     if self.metadata.merge(item.clone()) {
+                        if item.module == ROSTER_MODULE && !item.deleted {
+                            self.adopt_first_roster(&item);
+                        }
                         self.actions.push(Action::Metadata(item));
                     }
                 }
@@ -528,6 +596,76 @@ impl ClusterNode {
         }
     }
 
+    /// (At an exchange's commit) an SC namespace takes the next regime and
+    /// adopts the pending roster; both are saved before anything is served.
+    fn adopt_sc(&mut self, index: usize, regime: u32) {
+        let Some(name) = self.namespaces.get(index).map(|ns| ns.name.clone()) else {
+            return;
+        };
+        let pending = self
+            .metadata
+            .get(ROSTER_MODULE, &name)
+            .filter(|item| !item.deleted)
+            .and_then(|item| Roster::parse(&item.value).ok());
+        let Some(state) = self.sc.get_mut(index).filter(|sc| sc.enabled) else {
+            return;
+        };
+        state.regime = state.regime.max(regime);
+        if let Some(pending) = pending {
+            if pending != state.roster {
+                state.roster = pending;
+            }
+        }
+        let action = Action::SaveSc {
+            namespace: index,
+            roster: state.roster.clone(),
+            regime: state.regime,
+        };
+        self.actions.push(action);
+        self.log(
+            Level::Info,
+            format!("{{{name}}} eventual-regime {regime} ready"),
+        );
+    }
+
+    /// A node that holds no roster (its state was not kept across a
+    /// restart) takes the roster its cluster sends it at once, rather than
+    /// serving nothing until the next `recluster:`.
+    fn adopt_first_roster(&mut self, item: &Item) {
+        let Some(index) = self.namespaces.iter().position(|ns| ns.name == item.key) else {
+            return;
+        };
+        let Ok(roster) = Roster::parse(&item.value) else {
+            return;
+        };
+        let Some(state) = self.sc.get_mut(index).filter(|sc| sc.enabled) else {
+            return;
+        };
+        if !state.roster.is_empty() || roster.is_empty() {
+            return;
+        }
+        state.roster = roster;
+        let action = Action::SaveSc {
+            namespace: index,
+            roster: state.roster.clone(),
+            regime: state.regime,
+        };
+        self.actions.push(action);
+        self.routing_dirty = true;
+        self.urgent = true;
+    }
+
+    /// `recluster:`: the principal runs a new exchange now (a staged roster
+    /// takes effect). Whether this node is the principal.
+    pub fn recluster(&mut self, now_ms: u64) -> bool {
+        self.membership.request_recluster(now_ms)
+    }
+
+    /// Each namespace's strong-consistency state.
+    pub fn sc(&self) -> &[ScState] {
+        &self.sc
+    }
+
     pub fn metadata(&self) -> impl Iterator<Item = &Item> {
         self.metadata.items()
     }
@@ -596,10 +734,12 @@ impl ClusterNode {
     fn my_versions(&self) -> Vec<NamespaceVersions> {
         self.namespaces
             .iter()
-            .map(|ns| NamespaceVersions {
+            .enumerate()
+            .map(|(index, ns)| NamespaceVersions {
                 name: ns.name.clone(),
                 replication_factor: ns.replication_factor.min(255) as u8,
                 versions: ns.versions.clone(),
+                regime: self.sc.get(index).map_or(0, |sc| sc.regime),
             })
             .collect()
     }
@@ -717,6 +857,7 @@ impl ClusterNode {
         }
         // Every member must hold every namespace with the same RF.
         let mut per_namespace: Vec<Vec<Vec<Version>>> = vec![Vec::new(); self.namespaces.len()];
+        let mut regimes: Vec<Vec<u32>> = vec![Vec::new(); self.namespaces.len()];
         for (node, namespaces) in &members {
             for (index, ns) in self.namespaces.iter().enumerate() {
                 match namespaces.iter().find(|theirs| theirs.name == ns.name) {
@@ -725,6 +866,7 @@ impl ClusterNode {
                             == ns.replication_factor.min(255) =>
                     {
                         per_namespace[index].push(theirs.versions.clone());
+                        regimes[index].push(theirs.regime);
                     }
                     _ => {
                         let line = format!(
@@ -737,8 +879,25 @@ impl ClusterNode {
                 }
             }
         }
+        let mut next = Vec::with_capacity(regimes.len());
+        for (index, regimes) in regimes.iter().enumerate() {
+            match sc::next_regime(regimes) {
+                Some(regime) => next.push(regime),
+                None => {
+                    let line = format!(
+                        "{{{}}} has mixture of AP and SC nodes; abandoned exchange {key:x} - fix configuration conflict",
+                        self.namespaces[index].name
+                    );
+                    self.log(Level::Warn, line);
+                    return;
+                }
+            }
+        }
         if let Some(exchange) = &mut self.exchange {
             exchange.applied = true;
+        }
+        for (index, regime) in next.into_iter().enumerate() {
+            self.adopt_sc(index, regime);
         }
         self.rebalance(key, succession, per_namespace, now_ms);
     }
@@ -770,8 +929,14 @@ impl ClusterNode {
         let orders = PartitionOrders::compute(&succession);
         let mut effects = Effects::default();
         for (index, versions) in versions.into_iter().enumerate() {
+            let sc_orders = self
+                .sc
+                .get(index)
+                .filter(|sc| sc.enabled)
+                .map(|sc| roster_first_orders(&sc.roster, &succession, &orders));
             let ns = &mut self.namespaces[index];
-            let plan = plan::plan_namespace(key, ns.replication_factor, &orders, &versions);
+            let orders = sc_orders.as_ref().unwrap_or(&orders);
+            let plan = plan::plan_namespace(key, ns.replication_factor, orders, &versions);
             ns.apply_plan(index, plan, &succession, me, now_ms, &mut effects);
         }
         self.rebalance_generation += 1;
@@ -925,6 +1090,15 @@ impl ClusterNode {
                 .collect(),
             fabric: self.plan_fabric.clone(),
         };
+        let mut routing = routing;
+        for (index, ns) in routing.namespaces.iter_mut().enumerate() {
+            let Some(state) = self.sc.get_mut(index).filter(|sc| sc.enabled) else {
+                continue;
+            };
+            let (unavailable, dead) = apply_sc_rules(state, ns, &self.plan_members, self.plan_key);
+            state.unavailable = unavailable;
+            state.dead = dead;
+        }
         self.actions.push(Action::Publish(Arc::new(routing)));
     }
 
@@ -965,6 +1139,7 @@ impl ClusterNode {
             last_rebalance_ms: self.last_rebalance_ms,
             orphan_blocked: self.blocked,
             namespaces,
+            sc: self.sc.clone(),
             pending_sample: self.pending_sample(20),
         }
     }
@@ -1022,6 +1197,89 @@ impl ClusterNode {
 
     pub fn succession(&self) -> &[NodeId] {
         &self.membership.succession
+    }
+}
+
+/// Partition orders for an SC namespace: per partition, the present roster
+/// members in the roster's hash order (so the roster master masters it
+/// whenever present), then the members not on the roster.
+fn roster_first_orders(
+    roster: &Roster,
+    succession: &[NodeId],
+    orders: &PartitionOrders,
+) -> PartitionOrders {
+    let roster_orders = RosterOrders::new(roster);
+    let index_of = |node: NodeId| succession.iter().position(|&m| m == node);
+    let mut rows = Vec::with_capacity(PARTITION_COUNT * succession.len());
+    for pid in 0..PARTITION_COUNT as u16 {
+        let start = rows.len();
+        for node in roster_orders.order(pid) {
+            if let Some(index) = index_of(node) {
+                rows.push(index as u8);
+            }
+        }
+        for &index in orders.order(pid) {
+            if !roster.contains(succession[usize::from(index)]) {
+                rows.push(index);
+            }
+        }
+        debug_assert_eq!(rows.len() - start, succession.len());
+    }
+    PartitionOrders::from_rows(succession.len(), rows)
+}
+
+/// Applies the availability rules to a namespace's routing: a partition
+/// this sub-cluster may not serve is unavailable here and claimed by
+/// nobody. Returns (unavailable, dead) counts.
+fn apply_sc_rules(
+    state: &ScState,
+    ns: &mut crate::routing::NamespaceRouting,
+    members: &[NodeId],
+    plan_key: u64,
+) -> (u64, u64) {
+    ns.regime = state.regime;
+    ns.strong_consistency = true;
+    if plan_key == 0 || state.roster.is_empty() {
+        clear_all(ns);
+        return (PARTITION_COUNT as u64, 0);
+    }
+    let orders = RosterOrders::new(&state.roster);
+    let present = |node: NodeId| members.contains(&node);
+    let (mut unavailable, mut dead) = (0u64, 0u64);
+    for pid in 0..PARTITION_COUNT {
+        let verdict = orders.availability(pid as u16, ns.replication_factor, &present);
+        if verdict == Availability::Available {
+            continue;
+        }
+        if verdict == Availability::Dead {
+            dead += 1;
+        } else {
+            unavailable += 1;
+        }
+        if let Some(route) = ns.routes.get_mut(pid) {
+            *route = Route {
+                flags: flag::UNAVAILABLE,
+                ..Route::default()
+            };
+        }
+        for column in ns.claims.iter_mut() {
+            if let Some(byte) = column.get_mut(pid >> 3) {
+                *byte &= !(0x80 >> (pid & 7));
+            }
+        }
+    }
+    (unavailable, dead)
+}
+
+fn clear_all(ns: &mut crate::routing::NamespaceRouting) {
+    for route in ns.routes.iter_mut() {
+        *route = Route {
+            flags: flag::UNAVAILABLE,
+            ..Route::default()
+        };
+    }
+    for column in ns.claims.iter_mut() {
+        *column = [0u8; crate::routing::BITMAP_BYTES];
     }
 }
 

@@ -356,6 +356,8 @@ impl NamespaceState {
                 conflict_policy: self.policy,
                 routes: vec![unavailable; PARTITION_COUNT],
                 claims: vec![[0u8; BITMAP_BYTES]; self.plan.as_ref().map_or(1, |p| p.n_replicas)],
+                strong_consistency: false,
+                regime: 0,
             };
         };
         let n = plan.n_replicas;
@@ -449,6 +451,8 @@ impl NamespaceState {
             conflict_policy: self.policy,
             routes,
             claims,
+            strong_consistency: false,
+            regime: 0,
         }
     }
 }

@@ -99,6 +99,9 @@ pub struct NamespaceRouting {
     pub routes: Vec<Route>,
     /// This node's claims per `replicas` column, MSB-first bitmaps.
     pub claims: Vec<[u8; BITMAP_BYTES]>,
+    /// Strong consistency: the regime `replicas` reports (0: AP).
+    pub strong_consistency: bool,
+    pub regime: u32,
 }
 
 impl NamespaceRouting {
@@ -157,6 +160,8 @@ impl Routing {
                         PARTITION_COUNT
                     ],
                     claims: vec![[0u8; BITMAP_BYTES]],
+                    strong_consistency: false,
+                    regime: 0,
                 })
                 .collect(),
         }

@@ -122,11 +122,11 @@ impl Harness {
                     heartbeat_timeout: HEARTBEAT_TIMEOUT,
                     fabric_latency_max_ms: 5,
                     min_cluster_size: 1,
-                    namespaces: vec![NamespaceConfig {
-                        name: NAMESPACE.to_owned(),
-                        replication_factor: REPLICATION_FACTOR,
-                        conflict_policy: ConflictPolicy::Generation,
-                    }],
+                    namespaces: vec![NamespaceConfig::ap(
+                        NAMESPACE,
+                        REPLICATION_FACTOR,
+                        ConflictPolicy::Generation,
+                    )],
                 };
                 let entropy = Arc::new(AtomicU64::new(id));
                 SimNode {
@@ -383,6 +383,7 @@ impl Harness {
                         ));
                     }
                 }
+                Action::SaveSc { .. } => {}
                 Action::Log(_, line) => {
                     if self.print_log {
                         eprintln!("{:>6} ms {:X}: {line}", self.now_ms, self.nodes[index].id);

@@ -80,6 +80,7 @@ fn fabric_frames() -> Vec<Vec<u8>> {
             id: 3,
             namespace: "test",
             digest: [9; 20],
+            cluster_key: 0x1234,
         },
         Fabric::FetchAnswer {
             id: 3,

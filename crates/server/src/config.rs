@@ -673,6 +673,9 @@ fn directives<'i, 't>(
 
 fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigError> {
     let mut config = NamespaceConfig::with_name(name);
+    // Directives strong consistency refuses, named once the whole block
+    // is read (they may come before `strong-consistency true`).
+    let mut not_with_sc: Option<ConfigError> = None;
     for item in items {
         let directive = match item {
             Item::Directive(directive) => directive,
@@ -703,6 +706,9 @@ fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigEr
                 }
             }
             "write-commit-level-override" => {
+                not_with_sc = Some(directive.error(
+                    "write-commit-level-override is not applicable with strong-consistency",
+                ));
                 config.write_commit_level_master = match directive.one()? {
                     "all" | "off" => false,
                     "master" => true,
@@ -725,6 +731,10 @@ fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigEr
                 config.tomb_raider_eligible_age_seconds = directive.seconds()?
             }
             "migrate-sleep" => config.migrate_sleep_us = directive.number()?,
+            "strong-consistency" => config.strong_consistency = directive.boolean()?,
+            "strong-consistency-allow-expunge" => {
+                config.strong_consistency_allow_expunge = directive.boolean()?
+            }
             "migrate-order" => {
                 let order: u32 = directive.number()?;
                 if !(1..=10).contains(&order) {
@@ -766,6 +776,11 @@ fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigEr
                     directive.error(format!("unknown directive in namespace {name} context"))
                 )
             }
+        }
+    }
+    if config.strong_consistency {
+        if let Some(error) = not_with_sc {
+            return Err(error);
         }
     }
     Ok(config)
@@ -1002,6 +1017,33 @@ namespace legacy {
             (2, "proto-buffer-budget")
         );
         assert!(with("lots").is_err());
+    }
+
+    #[test]
+    fn strong_consistency_directives() {
+        let config = Config::parse(
+            "namespace test {\n    replication-factor 2\n    strong-consistency true\n    strong-consistency-allow-expunge true\n}\n",
+        )
+        .expect("valid");
+        let ns = &config.namespaces[0];
+        assert!(ns.strong_consistency && ns.strong_consistency_allow_expunge);
+        let config =
+            Config::parse("namespace test {\n    replication-factor 2\n}\n").expect("valid");
+        assert!(!config.namespaces[0].strong_consistency);
+        let error = Config::parse("namespace test {\n    strong-consistency maybe\n}\n")
+            .expect_err("invalid");
+        assert_eq!(
+            (error.line, error.directive.as_str()),
+            (2, "strong-consistency")
+        );
+        let error = Config::parse(
+            "namespace test {\n    write-commit-level-override master\n    strong-consistency true\n}\n",
+        )
+        .expect_err("invalid");
+        assert_eq!(
+            (error.line, error.directive.as_str()),
+            (2, "write-commit-level-override")
+        );
     }
 
     #[test]

@@ -191,6 +191,9 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "services-alternate" | "services-alumni-reset" => String::new(),
         "namespaces" => names(node),
         "replicas" => cluster::info::replicas(&node.cluster, command, true, true),
+        "roster" => cluster::info::roster(&node.cluster, command),
+        "roster-set" => cluster::info::roster_set(&node.cluster, command),
+        "revive" => cluster::info::revive(&node.cluster, command),
         "replicas-all" => cluster::info::replicas(&node.cluster, command, false, true),
         "replicas-master" => cluster::info::replicas(&node.cluster, command, false, false),
         "replicas-max" => cluster::info::replicas_max(&node.cluster),
@@ -482,7 +485,8 @@ pub fn namespace_info(namespace: &Namespace) -> String {
          fail_generation={};fail_record_too_big={};fail_out_of_space={};\
          replication-factor={};default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
          max-record-size={};storage-engine={};data-size={};memory-size={};\
-         stop-writes-used-pct={};evict-used-pct={};evict-tenths-pct={};strong-consistency=false",
+         stop-writes-used-pct={};evict-used-pct={};evict-tenths-pct={};strong-consistency={};\
+         strong-consistency-allow-expunge={}",
         stats.index_used_bytes.load(Relaxed),
         stats.data_used_bytes.load(Relaxed),
         config.memory_size_bytes,
@@ -518,6 +522,8 @@ pub fn namespace_info(namespace: &Namespace) -> String {
         config.stop_writes_used_percent,
         config.evict_used_percent,
         config.evict_tenths_percent,
+        config.strong_consistency,
+        config.strong_consistency_allow_expunge,
     );
     match namespace.device() {
         Some(device) => device_info(&mut text, device),
@@ -708,7 +714,7 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                         "replication-factor={};default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
                          max-record-size={};storage-engine=memory;storage-engine.data-size={};\
                          storage-engine.stop-writes-used-pct={};storage-engine.evict-used-pct={};\
-                         evict-tenths-pct={};strong-consistency=false",
+                         evict-tenths-pct={};strong-consistency={};strong-consistency-allow-expunge={}",
                         c.replication_factor,
                         c.default_ttl_seconds,
                         c.nsup_period_seconds,
@@ -717,7 +723,9 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                         c.memory_size_bytes,
                         c.stop_writes_used_percent,
                         c.evict_used_percent,
-                        c.evict_tenths_percent
+                        c.evict_tenths_percent,
+                        c.strong_consistency,
+                        c.strong_consistency_allow_expunge
                     ) + &crate::info_config::compression_config(namespace)
                 }
                 None => "ERROR:20:namespace not found".to_owned(),

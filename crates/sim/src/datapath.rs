@@ -169,27 +169,35 @@ impl World {
             answer: OpResult::Timeout,
             applied: false,
         };
-        let guard =
-            match datapath::decide(&routing, &node.gates, &route, 0, pid, is_write, resolved) {
-                Decision::Unavailable => return answered(OpResult::Unavailable),
-                Decision::Proxy(to) => return need(Need::Proxy { to }),
-                Decision::Again => return need(Need::Again),
-                Decision::Resolve => {
-                    return need(Need::Resolve {
-                        namespace: 0,
-                        digest: digest_of(key),
-                        from: datapath::members_of(&routing, route.duplicates),
-                    })
-                }
-                Decision::Read => {
-                    let value = node.store.get(key).and_then(|rec| rec.value);
-                    return answered(match value {
-                        Some(value) => OpResult::Ok(Some(value)),
-                        None => OpResult::NotFound,
-                    });
-                }
-                Decision::Write(guard) => guard,
-            };
+        let guard = match datapath::decide(
+            &routing,
+            &node.gates,
+            &route,
+            0,
+            pid,
+            is_write,
+            self.read_mode,
+            resolved,
+        ) {
+            Decision::Unavailable => return answered(OpResult::Unavailable),
+            Decision::Proxy(to) => return need(Need::Proxy { to }),
+            Decision::Again => return need(Need::Again),
+            Decision::Resolve => {
+                return need(Need::Resolve {
+                    namespace: 0,
+                    digest: digest_of(key),
+                    from: datapath::resolve_from(&routing, &route, 0, is_write, self.read_mode),
+                })
+            }
+            Decision::Read => {
+                let value = node.store.get(key).and_then(|rec| rec.value);
+                return answered(match value {
+                    Some(value) => OpResult::Ok(Some(value)),
+                    None => OpResult::NotFound,
+                });
+            }
+            Decision::Write(guard) => guard,
+        };
         let old = node.store.get(key);
         let value = match kind {
             OpKind::Put(value) => Some(*value),
@@ -233,7 +241,7 @@ impl World {
                 namespace: 0,
                 pid: pid as u16,
                 cluster_key: routing.cluster_key,
-                regime: 0,
+                regime: routing.namespaces[0].regime,
                 to,
                 image,
                 commit_master: false,
@@ -556,17 +564,33 @@ impl World {
                 id,
                 namespace,
                 digest,
+                cluster_key,
             } => {
                 let node = &self.nodes[to];
-                let copy = datapath::serve_fetch(&node.store, &node.routing, namespace, &digest);
-                self.answer(
-                    to,
-                    from,
-                    Fabric::FetchAnswer {
-                        id,
-                        image: copy.as_ref().map(OwnedImage::image),
-                    },
-                );
+                match datapath::serve_fetch(
+                    &node.store,
+                    &node.routing,
+                    namespace,
+                    &digest,
+                    cluster_key,
+                ) {
+                    Ok(copy) => self.answer(
+                        to,
+                        from,
+                        Fabric::FetchAnswer {
+                            id,
+                            image: copy.as_ref().map(OwnedImage::image),
+                        },
+                    ),
+                    Err(_) => self.answer(
+                        to,
+                        from,
+                        Fabric::Ack {
+                            id,
+                            code: bolide_cluster::fabric::code::CLUSTER_KEY_MISMATCH,
+                        },
+                    ),
+                }
             }
             Fabric::Proxy {
                 id,

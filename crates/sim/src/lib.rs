@@ -28,6 +28,7 @@
 //! exactly.
 
 mod datapath;
+pub mod linearizability;
 mod store;
 mod world;
 

@@ -1,5 +1,5 @@
 //! `bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N]
-//! [--verbose]`: runs one seed (printing its trace with --verbose) or a
+//! [--sc] [--verbose]`: runs one seed (printing its trace with --verbose) or a
 //! range of seeds, and exits non-zero at the first failure, printing the
 //! command that replays it.
 
@@ -11,10 +11,12 @@ fn main() -> ExitCode {
     let mut seeds = 0..200u64;
     let mut faults = 4usize;
     let mut verbose = false;
+    let mut sc = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--verbose" | "-v" => verbose = true,
+            "--sc" => sc = true,
             "--seeds" => match args.next().and_then(|range| parse_range(&range)) {
                 Some(range) => seeds = range,
                 None => return usage("--seeds needs FIRST..LAST"),
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
             seed,
             faults,
             verbose,
+            sc,
         };
         match run(&options) {
             Ok(outcome) => {
@@ -61,7 +64,8 @@ fn main() -> ExitCode {
             }
             Err(failure) => {
                 println!("{failure}");
-                println!("replay: cargo run --release -p bolide-sim -- {seed} --faults {faults} --verbose");
+                let sc = if sc { " --sc" } else { "" };
+                println!("replay: cargo run --release -p bolide-sim -- {seed} --faults {faults}{sc} --verbose");
                 return ExitCode::FAILURE;
             }
         }
@@ -85,7 +89,7 @@ fn parse_range(range: &str) -> Option<std::ops::Range<u64>> {
 
 fn usage(problem: &str) -> ExitCode {
     eprintln!(
-        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N] [--verbose]"
+        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N] [--sc] [--verbose]"
     );
     ExitCode::from(2)
 }

@@ -2,12 +2,15 @@
 //! data path on each node is the cluster crate's (see `datapath.rs`).
 
 use crate::datapath::SimNode;
+use crate::linearizability::{self, Action as Register, Operation};
 use crate::store::{partition_of, MemStore};
 use bolide_cluster::codec;
 use bolide_cluster::datapath::emigrate::{EmigrateNamespace, PARTITIONS_PER_THREAD};
+use bolide_cluster::datapath::ReadMode;
 use bolide_cluster::datapath::{Emigrator, EmigratorConfig, Immigrator};
 use bolide_cluster::node::{empty_versions, Action, ClusterNode, Config, Entropy, NamespaceConfig};
 use bolide_cluster::routing::{ConflictPolicy, Gates, Routing, BITMAP_BYTES};
+use bolide_cluster::sc::Roster;
 use bolide_cluster::{Endpoint, Envelope, NodeId, Version};
 use bolide_types::PARTITION_COUNT;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -25,6 +28,10 @@ pub struct Options {
     pub faults: usize,
     /// Print the trace as it goes.
     pub verbose: bool,
+    /// The namespace is strong-consistency (its roster: the first nodes),
+    /// reads are linearize reads, and every key's history is checked for
+    /// linearizability at the end.
+    pub sc: bool,
 }
 
 /// A run that passed every check.
@@ -46,13 +53,17 @@ pub struct Outcome {
     pub faults: Vec<String>,
     /// Longest time from a node's death to a settled map without it.
     pub failover_ms_max: u64,
+    /// (SC) keys whose histories were checked for linearizability, and
+    /// the operations in them.
+    pub linearizable_keys: u64,
+    pub linearizable_operations: u64,
 }
 
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {}: ok after {} events, {:.1} s simulated; {} writes acknowledged, {} timed out, {} reads, {} migrations, {} replica writes, {} proxied, {} fetched; longest failover {} ms; faults: {}",
+            "seed {}: ok after {} events, {:.1} s simulated; {} writes acknowledged, {} timed out, {} reads, {} migrations, {} replica writes, {} proxied, {} fetched; longest failover {} ms; {} keys ({} operations) linearizable; faults: {}",
             self.seed,
             self.events,
             self.virtual_ms as f64 / 1000.0,
@@ -64,6 +75,8 @@ impl fmt::Display for Outcome {
             self.proxies,
             self.fetches,
             self.failover_ms_max,
+            self.linearizable_keys,
+            self.linearizable_operations,
             self.faults.join(", ")
         )
     }
@@ -256,6 +269,14 @@ pub(crate) struct World {
     pub(crate) watch_key: Option<u32>,
     /// A partition whose every step is traced (SIM_WATCH_PID).
     watched_pid: Option<usize>,
+    /// How reads are sent (linearize under SC).
+    pub(crate) read_mode: ReadMode,
+    /// (SC) the roster: the nodes started first.
+    roster: Roster,
+    /// (SC) per key, every operation with a known or in-doubt outcome.
+    operations: BTreeMap<u32, Vec<Operation>>,
+    linearizable_keys: u64,
+    linearizable_operations: u64,
 }
 
 fn endpoint(index: usize, port: u16) -> Endpoint {
@@ -294,6 +315,8 @@ pub fn run(options: &Options) -> Result<Outcome, Failure> {
             fetches: world.fetches,
             faults: world.faults.clone(),
             failover_ms_max: world.failover_ms_max,
+            linearizable_keys: world.linearizable_keys,
+            linearizable_operations: world.linearizable_operations,
         }),
     }
 }
@@ -341,7 +364,15 @@ impl World {
             watched_pid: std::env::var("SIM_WATCH_PID")
                 .ok()
                 .and_then(|k| k.parse().ok()),
+            read_mode: ReadMode::Session,
+            roster: Roster::default(),
+            operations: BTreeMap::new(),
+            linearizable_keys: 0,
+            linearizable_operations: 0,
         };
+        if world.options.sc {
+            world.read_mode = ReadMode::Linearize;
+        }
         if world.rng.random_bool(0.3) {
             world.conflict_policy = ConflictPolicy::LastUpdateTime;
         }
@@ -394,9 +425,10 @@ impl World {
             fabric_latency_max_ms: 5,
             min_cluster_size: 1,
             namespaces: vec![NamespaceConfig {
-                name: "test".into(),
-                replication_factor: 2,
-                conflict_policy: self.conflict_policy,
+                strong_consistency: self.options.sc,
+                roster: self.roster.clone(),
+                regime: if self.options.sc { 1 } else { 0 },
+                ..NamespaceConfig::ap("test", 2, self.conflict_policy)
             }],
         }
     }
@@ -423,7 +455,13 @@ impl World {
         let mut versions = empty_versions();
         for (pid, version) in versions.iter_mut().enumerate() {
             if store.holds(pid) {
-                *version = Version::full(restart_key);
+                // Under SC a copy back from a restart is a subset until
+                // merged (as the server does).
+                *version = if self.options.sc {
+                    Version::partial(restart_key)
+                } else {
+                    Version::full(restart_key)
+                };
             }
         }
         let entropy = Box::new(SeededEntropy(Xoshiro256PlusPlus::seed_from_u64(
@@ -491,6 +529,12 @@ impl World {
 
     fn scenario(&mut self) {
         let initial = self.rng.random_range(2..=4usize);
+        if self.options.sc {
+            // The roster, as if staged and reclustered before: every
+            // initial node saved it.
+            let nodes: Vec<String> = (0..initial).map(|i| format!("{:X}", node_id(i))).collect();
+            self.roster = Roster::parse(&nodes.join(",")).expect("roster of node ids");
+        }
         for index in 0..initial {
             self.start_node(index);
             let gap = self.rng.random_range(0..800);
@@ -534,6 +578,40 @@ impl World {
             return;
         }
         self.check_data();
+        if self.options.sc && self.failure.is_none() {
+            self.check_linearizable();
+        }
+    }
+
+    /// (SC) every key's history is linearizable.
+    fn check_linearizable(&mut self) {
+        let operations = std::mem::take(&mut self.operations);
+        for (key, history) in &operations {
+            let mut exhausted = false;
+            let result = linearizability::check(None, history, 2_000_000, &mut exhausted);
+            if exhausted {
+                self.fail(format!(
+                    "key {key}: linearizability search gave up ({} operations)",
+                    history.len()
+                ));
+                return;
+            }
+            if let Err(violation) = result {
+                self.fail(format!(
+                    "key {key} (partition {}): history of {} operations is not linearizable:\n{}",
+                    partition_of(*key),
+                    violation.operations,
+                    violation.described
+                ));
+                return;
+            }
+            self.linearizable_keys += 1;
+            self.linearizable_operations += history.len() as u64;
+        }
+        self.log(format!(
+            "{} keys' histories linearizable",
+            self.linearizable_keys
+        ));
     }
 
     /// One fault, held for a while under load, then healed.
@@ -885,7 +963,7 @@ impl World {
                     use bolide_cluster::datapath::RecordStore;
                     self.nodes[index].store.drop_partition(namespace, pid);
                 }
-                Action::Metadata(_) => {}
+                Action::Metadata(_) | Action::SaveSc { .. } => {}
                 Action::Log(_, line) => {
                     self.log(format!("[{index}] {line}"));
                 }
@@ -1040,6 +1118,35 @@ impl World {
         state.result = Some(result.clone());
         let key = state.key;
         let kind = state.kind.clone();
+        let issued = state.issued;
+        if self.options.sc {
+            let action = match (&kind, &result) {
+                (OpKind::Get, OpResult::Ok(value)) => Some((Register::Read(*value), true)),
+                (OpKind::Get | OpKind::Delete, OpResult::NotFound) => {
+                    Some((Register::Read(None), true))
+                }
+                (OpKind::Put(value), OpResult::Ok(_)) => {
+                    Some((Register::Write(Some(*value)), true))
+                }
+                (OpKind::Delete, OpResult::Ok(_)) => Some((Register::Write(None), true)),
+                (OpKind::Put(value), OpResult::Timeout) => {
+                    Some((Register::Write(Some(*value)), false))
+                }
+                (OpKind::Delete, OpResult::Timeout) => Some((Register::Write(None), false)),
+                // A read that failed, or a write refused with 11: nothing.
+                _ => None,
+            };
+            if let Some((action, known)) = action {
+                let ops = self.operations.entry(key).or_default();
+                if ops.len() < 128 {
+                    ops.push(Operation {
+                        call: issued,
+                        ret: known.then_some(self.now),
+                        action,
+                    });
+                }
+            }
+        }
         if self.watch_key == Some(key) {
             self.log(format!(
                 "WATCH op {op} key {key} {kind:?} completes: {result:?}"

@@ -22,6 +22,7 @@ fn run_block(block: u64) {
             seed,
             faults: 3,
             verbose: false,
+            sc: false,
         })
         .unwrap_or_else(|failure| {
             panic!("{failure}\nreplay: cargo run --release -p bolide-sim -- {seed} --faults 3 --verbose")
@@ -63,6 +64,7 @@ fn a_seed_replays_exactly() {
         seed: 7,
         faults: 2,
         verbose: false,
+        sc: false,
     };
     let first = run(&options).unwrap_or_else(|failure| panic!("{failure}"));
     let second = run(&options).unwrap_or_else(|failure| panic!("{failure}"));
@@ -70,4 +72,34 @@ fn a_seed_replays_exactly() {
     assert_eq!(first.acknowledged_writes, second.acknowledged_writes);
     assert_eq!(first.migrations, second.migrations);
     assert_eq!(first.virtual_ms, second.virtual_ms);
+}
+
+/// Strong consistency: the same faults, linearize reads, and every key's
+/// history checked for linearizability (`SIM_SC_SEEDS`, 16 by default;
+/// the long sweep is `cargo run --release -p bolide-sim -- --seeds 0..1000
+/// --sc`).
+#[test]
+fn strong_consistency_histories_are_linearizable() {
+    let count = std::env::var("SIM_SC_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(16u64);
+    let mut checked = 0;
+    for seed in 50_000..50_000 + count {
+        let outcome = run(&Options {
+            seed,
+            faults: 3,
+            verbose: false,
+            sc: true,
+        })
+        .unwrap_or_else(|failure| {
+            panic!("{failure}\nreplay: cargo run --release -p bolide-sim -- {seed} --faults 3 --sc --verbose")
+        });
+        assert!(
+            outcome.linearizable_keys > 0,
+            "seed {seed}: nothing checked: {outcome}"
+        );
+        checked += outcome.linearizable_operations;
+    }
+    assert!(checked > count * 100, "only {checked} operations checked");
 }

@@ -82,7 +82,7 @@ impl Namespace {
     /// Whether deletes leave tombstones here (a replicated namespace):
     /// older copies of a deleted record must not bring it back.
     pub fn keeps_tombstones(&self) -> bool {
-        self.config.replication_factor > 1
+        self.config.replication_factor > 1 || self.config.strong_consistency
     }
 
     /// Every record and tombstone of partition `pid`, copied out under the

@@ -60,6 +60,13 @@ pub struct NamespaceConfig {
     pub tomb_raider_eligible_age_seconds: u32,
     /// Pause after each migrated record, in microseconds.
     pub migrate_sleep_us: u32,
+    /// Strong consistency (`strong-consistency true`): a roster owns the
+    /// namespace, writes are acknowledged once every roster replica has
+    /// them, partitions without a quorum are unavailable.
+    pub strong_consistency: bool,
+    /// SC only: deletes that leave no tombstone are allowed
+    /// (`strong-consistency-allow-expunge true`); else refused with 22.
+    pub strong_consistency_allow_expunge: bool,
 }
 
 impl NamespaceConfig {
@@ -82,6 +89,8 @@ impl NamespaceConfig {
             write_commit_level_master: false,
             tomb_raider_eligible_age_seconds: 86_400,
             migrate_sleep_us: 1,
+            strong_consistency: false,
+            strong_consistency_allow_expunge: false,
         }
     }
 }

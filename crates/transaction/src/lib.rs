@@ -447,6 +447,7 @@ fn route<R: Reply + ?Sized>(
             answer: Vec::new(),
         }))
     };
+    let sc = namespace.config.strong_consistency;
     // The partition's gate counts this write until its copies are in.
     let guard = match datapath::decide(
         cluster.routing,
@@ -455,6 +456,7 @@ fn route<R: Reply + ?Sized>(
         index,
         pid,
         is_write,
+        datapath::ReadMode::of_info3(policy.read_mode_sc),
         cluster.resolved,
     ) {
         Decision::Unavailable => return Err(ResultCode::Unavailable),
@@ -464,7 +466,13 @@ fn route<R: Reply + ?Sized>(
             return remote(Need::Resolve {
                 namespace: index,
                 digest: digest.0,
-                from: datapath::members_of(cluster.routing, route.duplicates),
+                from: datapath::resolve_from(
+                    cluster.routing,
+                    &route,
+                    index,
+                    is_write,
+                    datapath::ReadMode::of_info3(policy.read_mode_sc),
+                ),
             })
         }
         Decision::Read => None,
@@ -503,10 +511,16 @@ fn route<R: Reply + ?Sized>(
                 namespace: index,
                 pid: pid as u16,
                 cluster_key: cluster.routing.cluster_key,
-                regime: 0,
+                regime: cluster
+                    .routing
+                    .namespaces
+                    .get(index)
+                    .map_or(0, |ns| ns.regime),
                 to: Nodes::of_members(cluster.routing, destinations),
                 image,
+                // SC acknowledges only once every replica has the write.
                 commit_master: framing == Framing::Message
+                    && !sc
                     && (policy.commit_master || namespace.config.write_commit_level_master),
                 guard,
             }),

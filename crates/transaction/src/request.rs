@@ -58,6 +58,9 @@ pub struct UdfCall<'a> {
     pub args: Option<&'a [u8]>,
 }
 
+/// The info3 bits of the strong-consistency read mode.
+const READ_MODE_SC_BITS: u8 = 0xC0;
+
 /// How a request treats its record, as the AS_MSG header's bits say it.
 /// The fields are independent, as the bits are.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +99,9 @@ pub struct Policy {
     pub ttl: u32,
     /// The client's deadline in milliseconds (0: none).
     pub timeout_ms: u32,
+    /// A read's strong-consistency mode: info3 bits 0x80 (relax) and 0x40
+    /// (`bolide_cluster::datapath::ReadMode::of_info3`).
+    pub read_mode_sc: u8,
 }
 
 /// A request's ops: still encoded in an AS_MSG, or given as a slice.
@@ -290,6 +296,7 @@ impl Policy {
             commit_master: header.info3 & info3::COMMIT_MASTER != 0,
             ttl: header.record_ttl,
             timeout_ms: header.transaction_ttl,
+            read_mode_sc: header.info3 & READ_MODE_SC_BITS,
         }
     }
 
@@ -309,7 +316,8 @@ impl Policy {
             info3: bit(self.update_only, info3::UPDATE_ONLY)
                 | bit(self.create_or_replace, info3::CREATE_OR_REPLACE)
                 | bit(self.replace_only, info3::REPLACE_ONLY)
-                | bit(self.commit_master, info3::COMMIT_MASTER),
+                | bit(self.commit_master, info3::COMMIT_MASTER)
+                | (self.read_mode_sc & READ_MODE_SC_BITS),
             generation: self.generation,
             record_ttl: self.ttl,
             transaction_ttl: self.timeout_ms,

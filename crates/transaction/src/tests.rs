@@ -631,6 +631,7 @@ proptest::proptest! {
                 commit_master: bits[12],
                 ttl,
                 timeout_ms,
+                read_mode_sc: 0,
             },
             ops: Ops::Slice(&ops),
             filter: filter.as_deref(),

@@ -24,9 +24,8 @@ pub fn execute<'a, R: Reply + ?Sized>(
     scratch: &mut Scratch,
 ) -> Result<(), ResultCode> {
     let policy = &request.policy;
-    if policy.durable_delete && policy.delete {
-        // Durable deletes need tombstones, which come with persistence.
-        return Err(ResultCode::EnterpriseOnly);
+    if policy.delete {
+        check_delete_kind(namespace, policy.durable_delete)?;
     }
     validate_ops(request)?;
     let set_id = match namespace.set_id(request.set.unwrap_or_default()) {
@@ -308,6 +307,24 @@ pub(crate) fn next_update_ms(
 
 /// Deletes a present record: in a replicated namespace it leaves a
 /// tombstone one generation on (and the copy for the other holders).
+/// Which deletes a namespace takes. Strong consistency keeps a tombstone
+/// for every delete and refuses one that asks for none (an expunge: 22)
+/// unless `strong-consistency-allow-expunge` is set; AP refuses durable
+/// deletes (25, as Aerospike CE does).
+pub(crate) fn check_delete_kind(namespace: &Namespace, durable: bool) -> Result<(), ResultCode> {
+    let config = &namespace.config;
+    if config.strong_consistency {
+        if !durable && !config.strong_consistency_allow_expunge {
+            return Err(ResultCode::Forbidden);
+        }
+        return Ok(());
+    }
+    if durable {
+        return Err(ResultCode::EnterpriseOnly);
+    }
+    Ok(())
+}
+
 pub(crate) fn delete_record(
     namespace: &Namespace,
     writer: &mut PartitionWriter<'_>,

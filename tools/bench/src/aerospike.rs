@@ -27,6 +27,8 @@ pub struct AerospikeCodec {
     values: ValueSource,
     transaction_ttl_milliseconds: u32,
     task_id: u64,
+    /// info3 of reads: the strong-consistency read mode bits.
+    read_info3: u8,
 }
 
 impl AerospikeCodec {
@@ -46,7 +48,14 @@ impl AerospikeCodec {
             values,
             transaction_ttl_milliseconds: timeout_milliseconds,
             task_id: 0,
+            read_info3: 0,
         }
+    }
+
+    /// Reads carry these info3 bits (0x40 linearize, 0x80 relax).
+    pub fn with_read_info3(mut self, bits: u8) -> AerospikeCodec {
+        self.read_info3 = bits;
+        self
     }
 
     fn begin(out: &mut Vec<u8>, header: &MsgHeader) -> usize {
@@ -65,6 +74,7 @@ impl AerospikeCodec {
     fn encode_read(&self, digest: &Digest, out: &mut Vec<u8>) {
         let header = MsgHeader {
             info1: info1::READ | info1::GET_ALL,
+            info3: self.read_info3,
             transaction_ttl: self.transaction_ttl_milliseconds,
             n_fields: 3,
             ..MsgHeader::default()

@@ -183,6 +183,11 @@ pub struct Args {
     /// Its private key (PEM).
     #[arg(long, value_name = "FILE")]
     pub tls_keyfile: Option<std::path::PathBuf>,
+    /// Strong-consistency read mode of reads (Aerospike only): session,
+    /// linearize, allow-replica or allow-unavailable (info3 bits 0x80,
+    /// 0x40).
+    #[arg(long, default_value = "session")]
+    pub read_mode_sc: String,
 }
 
 /// A validated run description.
@@ -213,6 +218,8 @@ pub struct Config {
     pub credentials: Option<crate::login::Credentials>,
     /// TLS on every connection (`--tls-enable`).
     pub tls: Option<crate::tls::Tls>,
+    /// info3 bits of every read (the SC read mode).
+    pub read_info3: u8,
 }
 
 impl Config {
@@ -305,6 +312,17 @@ impl Config {
             }
             None
         };
+        let read_info3 = match args.read_mode_sc.as_str() {
+            "session" => 0,
+            "linearize" => 0x40,
+            "allow-replica" => 0x80,
+            "allow-unavailable" => 0xC0,
+            other => {
+                return Err(format!(
+                    "--read-mode-sc {other}: expected session, linearize, allow-replica or allow-unavailable"
+                ))
+            }
+        };
         Ok(Config {
             protocol: args.protocol,
             host,
@@ -331,6 +349,7 @@ impl Config {
                 Some(user) => Some(crate::login::Credentials::new(user, &args.password)?),
             },
             tls,
+            read_info3,
         })
     }
 }

@@ -209,12 +209,10 @@ fn new_codec(config: &Config, seed: u64) -> Box<dyn Codec> {
     match config.protocol {
         Protocol::Aerospike => {
             let timeout = u32::try_from(config.timeout.as_millis()).unwrap_or(u32::MAX);
-            Box::new(AerospikeCodec::new(
-                &config.namespace,
-                &config.set,
-                values,
-                timeout,
-            ))
+            Box::new(
+                AerospikeCodec::new(&config.namespace, &config.set, values, timeout)
+                    .with_read_info3(config.read_info3),
+            )
         }
         Protocol::Redis => Box::new(RedisCodec::new(&config.set, values)),
     }

@@ -38,7 +38,7 @@ pub mod work;
 
 pub use emigrate::{Emigrator, EmigratorConfig};
 pub use immigrate::Immigrator;
-pub use receive::{apply_replica_write, serve_fetch, serve_proxied, Proxied};
+pub use receive::{apply_replica_write, serve_fetch, serve_proxied, OtherRegime, Proxied};
 pub use work::{Need, Ran, Replication, Work};
 
 use crate::fabric::{Channel, Fabric, Image};
@@ -318,6 +318,40 @@ impl Nodes {
     }
 }
 
+/// A read's strong-consistency mode, from its info3 bits (0x80 relax,
+/// 0x40 type). AP namespaces ignore it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadMode {
+    /// The working master only.
+    #[default]
+    Session,
+    /// The working master only, under the committed cluster's map.
+    Linearize,
+    /// Any complete copy.
+    AllowReplica,
+    /// Any complete copy; any local copy of an unavailable partition.
+    AllowUnavailable,
+}
+
+impl ReadMode {
+    pub const RELAX: u8 = 0x80;
+    pub const TYPE: u8 = 0x40;
+
+    pub fn of_info3(info3: u8) -> ReadMode {
+        match (info3 & Self::RELAX != 0, info3 & Self::TYPE != 0) {
+            (false, false) => ReadMode::Session,
+            (false, true) => ReadMode::Linearize,
+            (true, false) => ReadMode::AllowReplica,
+            (true, true) => ReadMode::AllowUnavailable,
+        }
+    }
+
+    /// Served by the working master only.
+    pub fn strict(self) -> bool {
+        matches!(self, ReadMode::Session | ReadMode::Linearize)
+    }
+}
+
 /// How this node handles one request for one partition, by its route.
 #[derive(Debug)]
 pub enum Decision {
@@ -341,9 +375,15 @@ pub enum Decision {
 /// goes to the working master (during a handoff whose gate is closed, to
 /// the final master), waits while the map is being exchanged, resolves
 /// its record against copies not merged yet; a read is served where the
-/// data is complete, else by the working master.
+/// data is complete, else by the working master. In a strong-consistency
+/// namespace a session or linearize read is the working master's only (a
+/// linearize read waits while the map is being exchanged; both resolve
+/// the record against copies not merged yet), and an
+/// allow-unavailable read of an unavailable partition reads the local
+/// copy.
 // PERF: hot path (RF 1 and single nodes: a few flag tests).
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub fn decide(
     routing: &Routing,
     gates: &Arc<Gates>,
@@ -351,9 +391,19 @@ pub fn decide(
     namespace: usize,
     pid: usize,
     is_write: bool,
+    read_mode: ReadMode,
     resolved: bool,
 ) -> Decision {
+    let sc = || {
+        routing
+            .namespaces
+            .get(namespace)
+            .is_some_and(|ns| ns.strong_consistency)
+    };
     if route.unavailable() {
+        if !is_write && read_mode == ReadMode::AllowUnavailable && sc() {
+            return Decision::Read;
+        }
         return Decision::Unavailable;
     }
     let proxy_to = |member: u8| match routing.member(member) {
@@ -361,7 +411,20 @@ pub fn decide(
         None => Decision::Unavailable,
     };
     if !is_write {
-        if route.reads_here() {
+        if route.reads_here() && (route.writes_here() || !read_mode.strict() || !sc()) {
+            if read_mode.strict() && sc() {
+                if read_mode == ReadMode::Linearize && !routing.settled() {
+                    return Decision::Again;
+                }
+                // The master's copy may miss what the copies not merged
+                // yet hold: resolve the record first, as a write does. A
+                // linearize read also confirms the regime with every other
+                // holder.
+                let confirm = read_mode == ReadMode::Linearize && route.destination_count > 0;
+                if (route.resolves_duplicates() || confirm) && !resolved {
+                    return Decision::Resolve;
+                }
+            }
             return Decision::Read;
         }
         return proxy_to(route.master);
@@ -384,6 +447,30 @@ pub fn decide(
         return Decision::Resolve;
     }
     Decision::Write(guard)
+}
+
+/// Whom a `Decision::Resolve` fetches from: the copies not merged yet
+/// and, for a linearize read in a strong-consistency namespace, every
+/// other holder too (their answers under this node's cluster key confirm
+/// that the regime is still this node's).
+pub fn resolve_from(
+    routing: &Routing,
+    route: &Route,
+    namespace: usize,
+    is_write: bool,
+    read_mode: ReadMode,
+) -> Vec<NodeId> {
+    let mut mask = route.duplicates;
+    let sc = routing
+        .namespaces
+        .get(namespace)
+        .is_some_and(|ns| ns.strong_consistency);
+    if sc && !is_write && read_mode == ReadMode::Linearize {
+        for &member in route.destinations() {
+            mask |= 1u64 << member;
+        }
+    }
+    members_of(routing, mask)
 }
 
 /// The node ids of a members mask in `routing`.

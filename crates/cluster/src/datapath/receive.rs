@@ -60,8 +60,27 @@ pub fn apply_replica_write<S: RecordStore>(
 }
 
 /// This node's copy of a record, for another node's duplicate resolution
-/// (None: no copy, or no such namespace).
+/// (None: no copy, or no such namespace). A fetch naming a cluster key
+/// other than this node's settled one is refused (`Err`: answer Ack
+/// CLUSTER_KEY_MISMATCH): the asking master's regime is not this node's.
 pub fn serve_fetch<S: RecordStore>(
+    store: &S,
+    routing: &Routing,
+    namespace: &str,
+    digest: &[u8; DIGEST_BYTES],
+    cluster_key: u64,
+) -> Result<Option<OwnedImage>, OtherRegime> {
+    if cluster_key != 0 && (!routing.settled() || routing.cluster_key != cluster_key) {
+        return Err(OtherRegime);
+    }
+    Ok(serve_fetch_any(store, routing, namespace, digest))
+}
+
+/// A fetch named a cluster key this node is not under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OtherRegime;
+
+fn serve_fetch_any<S: RecordStore>(
     store: &S,
     routing: &Routing,
     namespace: &str,

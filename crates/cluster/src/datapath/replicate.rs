@@ -9,6 +9,10 @@
 //! 3. When the routing's cluster key moves on (a node left or joined), the
 //!    copies go to the holders of the new map, under the new key; acks of
 //!    the old round no longer count.
+//!    Under strong consistency the new map must still have this node as
+//!    the partition's working master with the partition available; else
+//!    the write is never complete (its answer is the deadline's: in
+//!    doubt), since the copies it reached may not be the new regime's.
 //! 4. Complete when every destination of the current round acknowledged.
 //!    The deadline is the caller's (the request's `Work`).
 
@@ -58,6 +62,9 @@ pub struct Replicate {
     retry_at: Option<u64>,
     /// Holds the partition's gate until the copies are in.
     guard: Option<GateGuard>,
+    /// (SC) the map moved on without this node as the partition's master:
+    /// never complete.
+    stalled: bool,
 }
 
 impl Replicate {
@@ -85,6 +92,7 @@ impl Replicate {
             attempt: 0,
             retry_at: None,
             guard,
+            stalled: false,
         };
         replicate.set_destinations(to);
         replicate
@@ -110,7 +118,7 @@ impl Replicate {
 
     fn send_all(&mut self, out: &mut Outbox) -> Progress {
         if self.len == 0 {
-            return Progress::Complete;
+            return self.progress();
         }
         for slot in &mut self.slots[..self.len] {
             slot.token = out.send(slot.node, Channel::Requests);
@@ -156,11 +164,18 @@ impl Replicate {
         if routing.settled() && routing.cluster_key != self.key {
             self.key = routing.cluster_key;
             self.retry_at = None;
-            let route = routing
-                .namespaces
-                .get(self.namespace)
+            let namespace = routing.namespaces.get(self.namespace);
+            let route = namespace
                 .map(|ns| ns.route(usize::from(self.pid)))
                 .unwrap_or_default();
+            if namespace.is_some_and(|ns| ns.strong_consistency) {
+                self.regime = namespace.map_or(self.regime, |ns| ns.regime);
+                if route.unavailable() || !route.writes_here() {
+                    self.stalled = true;
+                    self.set_destinations(&Nodes::default());
+                    return Progress::Waiting;
+                }
+            }
             self.set_destinations(&Nodes::of_members(routing, route.destinations()));
             return self.send_all(out);
         }
@@ -184,11 +199,11 @@ impl Replicate {
     }
 
     pub(crate) fn is_complete(&self) -> bool {
-        self.acked == self.len
+        self.acked == self.len && !self.stalled
     }
 
     fn progress(&self) -> Progress {
-        if self.acked == self.len {
+        if self.acked == self.len && !self.stalled {
             Progress::Complete
         } else {
             Progress::Waiting

@@ -53,6 +53,9 @@ pub struct Resolve {
     policy: ConflictPolicy,
     /// The map the duplicates were named under.
     key: u64,
+    /// (SC) the cluster key every fetched node must still be under: the
+    /// fetches confirm the regime (0: AP, no check).
+    confirm_key: u64,
     slots: Vec<Slot>,
 }
 
@@ -70,6 +73,11 @@ impl Resolve {
             digest,
             policy: ns.map(|ns| ns.conflict_policy).unwrap_or_default(),
             key: routing.key,
+            confirm_key: if ns.is_some_and(|ns| ns.strong_consistency) {
+                routing.cluster_key
+            } else {
+                0
+            },
             slots: from
                 .iter()
                 .map(|&node| Slot {
@@ -122,6 +130,10 @@ impl Resolve {
         if routing.key != self.key {
             return Progress::Rerouted;
         }
+        // Under SC every answer is a confirmation of the regime: wait.
+        if self.confirm_key != 0 {
+            return self.progress();
+        }
         // Copies merged meanwhile need no answer.
         let route = routing
             .namespaces
@@ -155,6 +167,7 @@ impl Resolve {
             id,
             namespace: self.name.as_str(),
             digest: self.digest,
+            cluster_key: self.confirm_key,
         }
         .encode(out);
         true

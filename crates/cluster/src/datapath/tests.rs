@@ -624,7 +624,8 @@ fn resolution_applies_the_newest_copy_then_runs_again_resolved() {
                 Fabric::Fetch {
                     id: 3,
                     namespace: "test",
-                    digest: digest(1)
+                    digest: digest(1),
+                    cluster_key: 0,
                 }
             )
         },
@@ -696,8 +697,18 @@ fn decide_follows_the_route() {
     let gates = Arc::new(Gates::new(1));
     let pid = usize::from(PID);
     let map = routing(KEY, &[A, B, C], master_route(&[1]));
-    let write =
-        |route: &Route, map: &Routing, resolved| decide(map, &gates, route, 0, pid, true, resolved);
+    let write = |route: &Route, map: &Routing, resolved| {
+        decide(
+            map,
+            &gates,
+            route,
+            0,
+            pid,
+            true,
+            ReadMode::Session,
+            resolved,
+        )
+    };
     assert!(matches!(
         write(&master_route(&[1]), &map, false),
         Decision::Write(None)
@@ -709,7 +720,16 @@ fn decide_follows_the_route() {
     };
     assert!(matches!(write(&replica, &map, false), Decision::Proxy(B)));
     assert!(matches!(
-        decide(&map, &gates, &replica, 0, pid, false, false),
+        decide(
+            &map,
+            &gates,
+            &replica,
+            0,
+            pid,
+            false,
+            ReadMode::Session,
+            false
+        ),
         Decision::Read
     ));
     let elsewhere = Route {
@@ -717,7 +737,16 @@ fn decide_follows_the_route() {
         ..Route::default()
     };
     assert!(matches!(
-        decide(&map, &gates, &elsewhere, 0, pid, false, false),
+        decide(
+            &map,
+            &gates,
+            &elsewhere,
+            0,
+            pid,
+            false,
+            ReadMode::Session,
+            false
+        ),
         Decision::Proxy(C)
     ));
     let unknown = Route {
@@ -725,7 +754,16 @@ fn decide_follows_the_route() {
         ..Route::default()
     };
     assert!(matches!(
-        decide(&map, &gates, &unknown, 0, pid, false, false),
+        decide(
+            &map,
+            &gates,
+            &unknown,
+            0,
+            pid,
+            false,
+            ReadMode::Session,
+            false
+        ),
         Decision::Unavailable
     ));
     let unavailable = Route {
@@ -810,13 +848,26 @@ fn a_replica_write_is_applied_only_under_the_masters_map() {
 fn a_fetch_answers_the_held_copy() {
     let store = MemStore::default();
     let map = routing(KEY, &[B, A], Route::default());
-    assert_eq!(serve_fetch(&store, &map, "test", &digest(1)), None);
+    assert_eq!(serve_fetch(&store, &map, "test", &digest(1), 0), Ok(None));
     let copy = image(1, 4, 200, 8);
     store
         .apply(0, &copy.image(), ConflictPolicy::Generation)
         .expect("stored");
-    assert_eq!(serve_fetch(&store, &map, "test", &digest(1)), Some(copy));
-    assert_eq!(serve_fetch(&store, &map, "other", &digest(1)), None);
+    assert_eq!(
+        serve_fetch(&store, &map, "test", &digest(1), 0),
+        Ok(Some(copy.clone()))
+    );
+    assert_eq!(serve_fetch(&store, &map, "other", &digest(1), 0), Ok(None));
+    // A strong-consistency confirmation: answered only under the asker's
+    // cluster key.
+    assert_eq!(
+        serve_fetch(&store, &map, "test", &digest(1), map.cluster_key),
+        Ok(Some(copy))
+    );
+    assert_eq!(
+        serve_fetch(&store, &map, "test", &digest(1), map.cluster_key ^ 1),
+        Err(OtherRegime)
+    );
 }
 
 #[test]

@@ -527,15 +527,23 @@ fn handle_request(
             id,
             namespace,
             digest,
+            cluster_key,
         } => {
             let routing = node.cluster.routing.load();
-            let copy = datapath::serve_fetch(&Records(&node.store), &routing, namespace, &digest);
+            let store = Records(&node.store);
             let mut frame = Vec::new();
-            Fabric::FetchAnswer {
-                id,
-                image: copy.as_ref().map(|copy| copy.image()),
+            match datapath::serve_fetch(&store, &routing, namespace, &digest, cluster_key) {
+                Ok(copy) => Fabric::FetchAnswer {
+                    id,
+                    image: copy.as_ref().map(|copy| copy.image()),
+                }
+                .encode(&mut frame),
+                Err(_) => Fabric::Ack {
+                    id,
+                    code: bolide_cluster::fabric::code::CLUSTER_KEY_MISMATCH,
+                }
+                .encode(&mut frame),
             }
-            .encode(&mut frame);
             let _ = answers.send(frame);
         }
         _ => return Err(()),

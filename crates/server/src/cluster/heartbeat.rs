@@ -115,7 +115,14 @@ fn initial_versions(node: &Context, entropy: &mut OsEntropy) -> Vec<Vec<Version>
                 .map(|pid| {
                     let (records, tombstones) = namespace.partition_counts(pid);
                     if records + tombstones > 0 {
-                        Version::full(restart_key)
+                        // A strong-consistency copy that comes back from a
+                        // restart is a subset until merged: it may miss
+                        // writes made while it was away.
+                        if namespace.config.strong_consistency {
+                            Version::partial(restart_key)
+                        } else {
+                            Version::full(restart_key)
+                        }
                     } else {
                         Version::NULL
                     }
@@ -147,13 +154,9 @@ async fn run(
         min_cluster_size: service.min_cluster_size,
         namespaces: service.namespaces.clone(),
     };
-    let mut machine = ClusterNode::new(
-        config,
-        versions,
-        Vec::new(),
-        Box::new(entropy),
-        monotonic_ms(),
-    );
+    let (config, pending) = with_saved_sc(&node, config);
+    let mut machine =
+        ClusterNode::new(config, versions, pending, Box::new(entropy), monotonic_ms());
     let (inbound, mut inbound_receiver) = mpsc::unbounded_channel::<Envelope>();
     if let Some(listener) = listener {
         match TcpListener::from_std(listener) {
@@ -180,7 +183,9 @@ async fn run(
                 Event::Metadata { module, key, value, deleted } => {
                     machine.set_metadata(&module, &key, &value, deleted, wall_ms());
                 }
-                Event::Recluster => {}
+                Event::Recluster => {
+                    machine.recluster(monotonic_ms());
+                }
             },
         }
         // The routing goes out first: the migrations of a new map check
@@ -235,7 +240,21 @@ fn act(node: &Arc<Context>, dialers: &mut Dialers, action: Action) {
                 .migrations
                 .send(migrate::Command::Drop { namespace, pid });
         }
+        Action::SaveSc {
+            namespace,
+            roster,
+            regime,
+        } => save_sc(node, namespace, |saved| {
+            saved.roster = roster;
+            saved.regime = regime;
+        }),
         Action::Metadata(item) => {
+            if item.module == bolide_cluster::node::ROSTER_MODULE {
+                if let Some((index, _)) = node.store.namespace_index(item.key.as_bytes()) {
+                    let pending = item.clone();
+                    save_sc(node, index, |saved| saved.pending = Some(pending));
+                }
+            }
             super::remote::apply_metadata(node, &item);
             if let Ok(mut items) = service.metadata.lock() {
                 items.retain(|held| (&held.module, &held.key) != (&item.module, &item.key));
@@ -244,6 +263,54 @@ fn act(node: &Arc<Context>, dialers: &mut Dialers, action: Action) {
         }
         Action::Log(Level::Info, line) => tracing::info!(target: "cluster", "{line}"),
         Action::Log(Level::Warn, line) => tracing::warn!(target: "cluster", "{line}"),
+    }
+}
+
+/// The strong-consistency namespaces' saved rosters and regimes, into the
+/// machine's configuration; their staged rosters as metadata items.
+fn with_saved_sc(
+    node: &Context,
+    mut config: Config,
+) -> (Config, Vec<bolide_cluster::metadata::Item>) {
+    let mut pending = Vec::new();
+    let work_directory = node.cluster.work_directory.as_deref();
+    for (ns, ours) in config.namespaces.iter_mut().zip(node.store.namespaces()) {
+        let ours = &ours.config;
+        if !ours.strong_consistency {
+            continue;
+        }
+        let Some(path) = super::sc::state_path(work_directory, ours) else {
+            tracing::warn!(
+                namespace = ours.name,
+                "strong-consistency namespace without work-directory or storage file: \
+                 roster and regime are not kept across restarts"
+            );
+            continue;
+        };
+        match super::sc::load(&path, &ours.name) {
+            Ok(saved) => {
+                ns.roster = saved.roster;
+                ns.regime = saved.regime;
+                pending.extend(saved.pending);
+            }
+            Err(error) => {
+                // A regime must never be guessed downwards: start far above
+                // any regime a cluster reaches; the roster must be set again.
+                tracing::error!(%error, "strong-consistency state unreadable");
+                ns.regime = u32::MAX / 2;
+            }
+        }
+    }
+    (config, pending)
+}
+
+fn save_sc(node: &Context, namespace: usize, change: impl FnOnce(&mut super::sc::Saved)) {
+    let Some(ours) = node.store.namespaces().get(namespace) else {
+        return;
+    };
+    let work_directory = node.cluster.work_directory.as_deref();
+    if let Some(path) = super::sc::state_path(work_directory, &ours.config) {
+        super::sc::update(&path, &ours.config.name, change);
     }
 }
 

@@ -43,7 +43,7 @@ pub fn replicas(
         };
         let _ = write!(text, "{}:", ns.name);
         if with_regime {
-            text.push_str("0,");
+            let _ = write!(text, "{},", regime(node, index, ns.regime));
         }
         if with_count {
             let _ = write!(text, "{columns},");
@@ -61,6 +61,136 @@ pub fn replicas(
         }
     }
     text
+}
+
+/// The regime `replicas` reports: 0 for AP; for SC the machine's, never
+/// 0 (clients decide SC from the first answer they see).
+fn regime(node: &Context, index: usize, published: u32) -> u32 {
+    let sc = node
+        .store
+        .namespaces()
+        .get(index)
+        .is_some_and(|ns| ns.config.strong_consistency);
+    if !sc {
+        return 0;
+    }
+    let status = node.cluster.status();
+    let known = status.sc.get(index).map_or(0, |sc| sc.regime);
+    published.max(known).max(bolide_cluster::sc::FIRST_REGIME)
+}
+
+fn sc_namespace<'a>(
+    node: &'a Context,
+    name: Option<&str>,
+) -> Result<(usize, &'a std::sync::Arc<bolide_store::Namespace>), String> {
+    let Some(name) = name else {
+        return Err("ERROR:4:missing namespace".to_owned());
+    };
+    match node.store.namespace_index(name.as_bytes()) {
+        Some((index, ns)) if ns.config.strong_consistency => Ok((index, ns)),
+        Some(_) => Err("ERROR:4:namespace is not strong-consistency".to_owned()),
+        None => Err("ERROR:20:namespace not found".to_owned()),
+    }
+}
+
+/// One namespace's `roster=..:pending_roster=..:observed_nodes=..`.
+fn roster_of(node: &Context, index: usize, name: &str) -> String {
+    use bolide_cluster::sc::Roster;
+    let status = node.cluster.status();
+    let active = status
+        .sc
+        .get(index)
+        .map(|sc| sc.roster.clone())
+        .unwrap_or_default();
+    let pending = node
+        .cluster
+        .metadata
+        .lock()
+        .ok()
+        .and_then(|items| {
+            items
+                .iter()
+                .find(|item| {
+                    item.module == bolide_cluster::node::ROSTER_MODULE
+                        && item.key == name
+                        && !item.deleted
+                })
+                .map(|item| item.value.clone())
+        })
+        .and_then(|value| Roster::parse(&value).ok())
+        .unwrap_or_else(|| active.clone());
+    let mut observed = status.succession.clone();
+    if observed.is_empty() {
+        observed.push(node.cluster.node_id);
+    }
+    observed.sort_unstable_by(|a, b| b.cmp(a));
+    let observed: Vec<String> = observed.iter().map(|n| format!("{n:X}")).collect();
+    format!(
+        "roster={active}:pending_roster={pending}:observed_nodes={}",
+        observed.join(",")
+    )
+}
+
+/// `roster:` (every SC namespace, `ns=NS:` first) or
+/// `roster:namespace=NS`.
+pub fn roster(node: &Context, command: &InfoCommand<'_>) -> String {
+    if let Some(name) = command.param("namespace") {
+        return match sc_namespace(node, Some(name)) {
+            Ok((index, _)) => roster_of(node, index, name),
+            Err(error) => error,
+        };
+    }
+    node.store
+        .namespaces()
+        .iter()
+        .enumerate()
+        .filter(|(_, ns)| ns.config.strong_consistency)
+        .map(|(index, ns)| format!("ns={}:{}", ns.name(), roster_of(node, index, ns.name())))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// `roster-set:namespace=NS;nodes=LIST`: stages the roster cluster-wide;
+/// it takes effect at the next `recluster:`.
+pub fn roster_set(node: &Context, command: &InfoCommand<'_>) -> String {
+    let (_, ns) = match sc_namespace(node, command.param("namespace")) {
+        Ok(found) => found,
+        Err(error) => return error,
+    };
+    let Some(nodes) = command.param("nodes") else {
+        return "ERROR:4:missing nodes".to_owned();
+    };
+    let roster = match bolide_cluster::sc::Roster::parse(nodes) {
+        Ok(roster) => roster,
+        Err(error) => return format!("ERROR:4:{error}"),
+    };
+    if !roster.is_empty() && roster.len() < ns.config.replication_factor as usize {
+        return format!(
+            "ERROR:4:roster of {} nodes is smaller than replication-factor {}",
+            roster.len(),
+            ns.config.replication_factor
+        );
+    }
+    node.cluster.share(
+        bolide_cluster::node::ROSTER_MODULE,
+        ns.name(),
+        &roster.to_string(),
+        false,
+    );
+    "ok".to_owned()
+}
+
+/// `revive:[namespace=NS]`: node-local, then `recluster:`. Bolide marks
+/// no partition dead from lost data yet (see docs/strong-consistency.md),
+/// so there is nothing to revive; the command is accepted as tools send it.
+pub fn revive(node: &Context, command: &InfoCommand<'_>) -> String {
+    if command.param("namespace").is_some() {
+        if let Err(error) = sc_namespace(node, command.param("namespace")) {
+            return error;
+        }
+    }
+    tracing::info!(target: "cluster", "revive: complete - issue 'recluster:' command");
+    "ok".to_owned()
 }
 
 /// `replicas-max`: the columns each namespace has.
@@ -255,16 +385,29 @@ pub fn namespace(node: &Context, index: usize, text: &mut String) {
     }
     let migrations = status.namespaces.get(index).cloned().unwrap_or_default();
     let n_replicas = routes.map_or(1, |r| r.n_replicas);
+    let sc = status.sc.get(index).filter(|sc| sc.enabled);
+    let (unavailable, dead) = match sc {
+        Some(sc) => (sc.unavailable, sc.dead),
+        None => (unavailable, 0),
+    };
+    let ns_cluster_size = match sc {
+        Some(sc) => routing
+            .members
+            .iter()
+            .filter(|&&member| sc.roster.contains(member))
+            .count(),
+        None => routing.members.len(),
+    };
     let _ = write!(
         text,
         "ns_cluster_size={};effective_replication_factor={n_replicas};master_objects={master};\
          prole_objects={prole};non_replica_objects={non_replica};master_tombstones={master_tombstones};\
-         prole_tombstones={prole_tombstones};tombstones={};unavailable_partitions={unavailable};dead_partitions=0;\
+         prole_tombstones={prole_tombstones};tombstones={};unavailable_partitions={unavailable};dead_partitions={dead};\
          migrate_tx_partitions_initial={};migrate_tx_partitions_remaining={};\
          migrate_rx_partitions_initial={};migrate_rx_partitions_remaining={};\
          migrate_signals_remaining={};migrate_fresh_partitions={};\
          conflict-resolution-policy={};write-commit-level-override={};tomb-raider-eligible-age={};migrate-sleep={};",
-        routing.members.len(),
+        ns_cluster_size,
         ns.stats.tombstones.load(Relaxed).max(0),
         migrations.tx_initial,
         migrations.tx_remaining,

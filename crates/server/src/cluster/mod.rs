@@ -24,6 +24,7 @@ pub mod info;
 pub mod migrate;
 pub mod records;
 pub mod remote;
+pub mod sc;
 
 use crate::config::Config;
 use arc_swap::ArcSwap;
@@ -196,6 +197,9 @@ pub struct ClusterService {
     blocking_receiver: Mutex<Option<mpsc::UnboundedReceiver<remote::BlockingJob>>>,
     /// Cluster-wide metadata as last applied (for `get-config` and tests).
     pub metadata: Mutex<Vec<Item>>,
+    /// Where strong-consistency state is kept (else beside the storage
+    /// files; see `sc.rs`).
+    pub work_directory: Option<std::path::PathBuf>,
 }
 
 impl ClusterService {
@@ -268,6 +272,7 @@ impl ClusterService {
             blocking,
             blocking_receiver: Mutex::new(Some(blocking_receiver)),
             metadata: Mutex::new(Vec::new()),
+            work_directory: config.work_directory.clone(),
         }
     }
 
@@ -377,6 +382,9 @@ pub fn namespace_configs(config: &Config) -> Vec<NamespaceConfig> {
             } else {
                 ConflictPolicy::Generation
             },
+            strong_consistency: ns.strong_consistency,
+            roster: Default::default(),
+            regime: 0,
         })
         .collect()
 }

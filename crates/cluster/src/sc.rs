@@ -1,0 +1,349 @@
+//! Strong consistency: the roster, regimes and the availability rules, as
+//! plain functions the cluster machine applies at every rebalance.
+//!
+//! * The **roster** is the operator's list of nodes that own an SC
+//!   namespace (`node[@rack]`, comma-separated, `null` when empty).
+//!   `roster-set` stages it (the *pending* roster, shared cluster-wide as a
+//!   metadata item); the next rebalance makes it the *active* roster.
+//! * A partition's **roster replicas** are the first RF nodes of its hash
+//!   order computed over the whole roster (present or not); the first is the
+//!   **roster master**.
+//! * A sub-cluster S serves a partition when it holds all its roster
+//!   replicas, or is a strict majority of the roster with at least one roster
+//!   replica, or is exactly half the roster with the roster master. Two
+//!   disjoint sub-clusters never both qualify.
+//! * The **regime** of an SC namespace is non-zero from the first answer,
+//!   goes up by 2 at every rebalance past the highest any member reports,
+//!   and never goes down (it is saved across restarts). Zero means AP.
+
+use crate::balance::PartitionOrders;
+use crate::NodeId;
+use std::fmt;
+
+/// Largest rack id (Aerospike's `MAX_RACK_ID`).
+pub const RACK_ID_MAX: u32 = 1_000_000;
+/// Longest roster entry (`node@rack`) accepted.
+pub const ROSTER_ENTRY_CHARS_MAX: usize = 25;
+
+/// One roster member: a node and its rack (0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RosterEntry {
+    pub node: NodeId,
+    pub rack: u32,
+}
+
+/// A roster: `[M<rack>|]node[@rack],...`, or `null`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Roster {
+    /// The SC active rack (`M<rack>|` prefix), if any.
+    pub active_rack: Option<u32>,
+    /// Members, sorted by node id descending (the order balance uses).
+    pub entries: Vec<RosterEntry>,
+}
+
+impl Roster {
+    /// Parses a roster as `roster-set` takes it. `null` and the empty
+    /// string are the empty roster. Entries are upper- or lower-case hex
+    /// node ids without `0x`, each optionally `@rack`; duplicates and
+    /// malformed entries are errors naming the entry.
+    pub fn parse(text: &str) -> Result<Roster, String> {
+        let text = text.trim();
+        let mut roster = Roster::default();
+        if text.is_empty() || text == "null" {
+            return Ok(roster);
+        }
+        for (index, entry) in text.split(',').enumerate() {
+            let mut entry = entry.trim();
+            if index == 0 {
+                if let Some((prefix, rest)) = entry.split_once('|') {
+                    let rack = prefix
+                        .strip_prefix('M')
+                        .and_then(|rack| rack.parse::<u32>().ok())
+                        .filter(|&rack| rack <= RACK_ID_MAX)
+                        .ok_or_else(|| format!("bad active rack '{prefix}'"))?;
+                    roster.active_rack = Some(rack);
+                    entry = rest;
+                }
+            }
+            if entry.is_empty() || entry.len() > ROSTER_ENTRY_CHARS_MAX {
+                return Err(format!("bad roster entry '{entry}'"));
+            }
+            let (node, rack) = match entry.split_once('@') {
+                Some((node, rack)) => {
+                    let rack = rack
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|&rack| rack <= RACK_ID_MAX)
+                        .ok_or_else(|| format!("bad rack id in roster entry '{entry}'"))?;
+                    (node, rack)
+                }
+                None => (entry, 0),
+            };
+            let hex = node.len() <= 16 && node.bytes().all(|b| b.is_ascii_hexdigit());
+            let node = u64::from_str_radix(node, 16)
+                .ok()
+                .filter(|&node| hex && node != 0)
+                .ok_or_else(|| format!("bad node id in roster entry '{entry}'"))?;
+            if roster.entries.iter().any(|held| held.node == node) {
+                return Err(format!("node {node:X} listed twice"));
+            }
+            roster.entries.push(RosterEntry { node, rack });
+        }
+        if roster.entries.len() > crate::CLUSTER_SIZE_MAX {
+            return Err(format!(
+                "a roster holds at most {} nodes",
+                crate::CLUSTER_SIZE_MAX
+            ));
+        }
+        roster.entries.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(roster)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn contains(&self, node: NodeId) -> bool {
+        self.entries.iter().any(|entry| entry.node == node)
+    }
+
+    /// Member node ids, descending.
+    pub fn nodes(&self) -> Vec<NodeId> {
+        self.entries.iter().map(|entry| entry.node).collect()
+    }
+}
+
+impl fmt::Display for Roster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.entries.is_empty() {
+            return f.write_str("null");
+        }
+        if let Some(rack) = self.active_rack {
+            write!(f, "M{rack}|")?;
+        }
+        for (index, entry) in self.entries.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{:X}", entry.node)?;
+            if entry.rack != 0 {
+                write!(f, "@{}", entry.rack)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a partition stands in one sub-cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Availability {
+    Available,
+    /// Some roster nodes are missing and no rule holds.
+    Unavailable,
+    /// Every roster node is present and still no rule holds (lost data:
+    /// needs `revive`).
+    Dead,
+}
+
+/// The roster's partition orders.
+#[derive(Clone, Debug)]
+pub struct RosterOrders {
+    nodes: Vec<NodeId>,
+    orders: PartitionOrders,
+}
+
+impl RosterOrders {
+    pub fn new(roster: &Roster) -> RosterOrders {
+        let nodes = roster.nodes();
+        let orders = PartitionOrders::compute(&nodes);
+        RosterOrders { nodes, orders }
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The whole roster in `pid`'s order, most preferred first.
+    pub fn order(&self, pid: u16) -> impl Iterator<Item = NodeId> + '_ {
+        self.orders
+            .order(pid)
+            .iter()
+            .map(|&index| self.nodes[usize::from(index)])
+    }
+
+    /// The partition's roster replicas (the roster master first).
+    pub fn replicas(&self, pid: u16, replication_factor: usize) -> Vec<NodeId> {
+        self.order(pid).take(replication_factor.max(1)).collect()
+    }
+
+    /// Whether the sub-cluster `present` may serve `pid` (§ the three
+    /// rules; the full-data condition is the caller's).
+    pub fn availability(
+        &self,
+        pid: u16,
+        replication_factor: usize,
+        present: &dyn Fn(NodeId) -> bool,
+    ) -> Availability {
+        if self.nodes.is_empty() {
+            return Availability::Unavailable;
+        }
+        let replicas = self.replicas(pid, replication_factor);
+        let roster_present = self.nodes.iter().filter(|&&node| present(node)).count();
+        if available(&replicas, self.nodes.len(), roster_present, present) {
+            Availability::Available
+        } else if roster_present == self.nodes.len() {
+            Availability::Dead
+        } else {
+            Availability::Unavailable
+        }
+    }
+}
+
+/// The availability rules for one partition: `replicas` its roster
+/// replicas (roster master first), `roster_size` N, `roster_present` the
+/// roster members in the sub-cluster.
+pub fn available(
+    replicas: &[NodeId],
+    roster_size: usize,
+    roster_present: usize,
+    present: &dyn Fn(NodeId) -> bool,
+) -> bool {
+    let held = replicas.iter().filter(|&&node| present(node)).count();
+    if !replicas.is_empty() && held == replicas.len() {
+        return true;
+    }
+    if 2 * roster_present > roster_size && held >= 1 {
+        return true;
+    }
+    2 * roster_present == roster_size && replicas.first().is_some_and(|&master| present(master))
+}
+
+/// The regime after a rebalance, from every member's regime. `None`: the
+/// members disagree on the mode (some AP, some SC), and the exchange must
+/// be abandoned.
+pub fn next_regime(regimes: &[u32]) -> Option<u32> {
+    let sc = regimes.iter().filter(|&&regime| regime != 0).count();
+    if sc == 0 {
+        return Some(0);
+    }
+    if sc != regimes.len() {
+        return None;
+    }
+    regimes
+        .iter()
+        .max()
+        .map(|&max| max.saturating_add(2).min(u32::MAX - 1))
+}
+
+/// The first regime of an SC namespace that has none saved.
+pub const FIRST_REGIME: u32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roster_text_round_trips() {
+        let roster = Roster::parse("BB9020016AE4202,bb9040016ae4202@2").expect("valid");
+        assert_eq!(roster.to_string(), "BB9040016AE4202@2,BB9020016AE4202");
+        assert_eq!(Roster::parse("null").expect("valid").to_string(), "null");
+        let roster = Roster::parse("M1|A1@1,B2@0").expect("valid");
+        assert_eq!(roster.active_rack, Some(1));
+        assert_eq!(roster.to_string(), "M1|B2,A1@1");
+        for bad in [
+            "A1,A1",
+            "xyz",
+            "A1@x",
+            "A1@1000001",
+            "0",
+            ",",
+            "M|A1",
+            "A1@",
+        ] {
+            assert!(Roster::parse(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    fn roster(nodes: &[NodeId]) -> Roster {
+        let text: Vec<String> = nodes.iter().map(|n| format!("{n:X}")).collect();
+        Roster::parse(&text.join(",")).expect("valid")
+    }
+
+    #[test]
+    fn the_three_rules() {
+        // Roster {A..E}, RF 2.
+        const A: NodeId = 0xA;
+        const B: NodeId = 0xB;
+        const C: NodeId = 0xC;
+        const D: NodeId = 0xD;
+        const E: NodeId = 0xE;
+        let (a, b, c, d, e) = (A, B, C, D, E);
+        fn in_set(set: &'static [NodeId]) -> impl Fn(NodeId) -> bool {
+            move |n| set.contains(&n)
+        }
+        // Split {A,B,C} | {D,E}: (B,D) only on the majority; (D,E) only on
+        // the minority (it holds all roster replicas).
+        assert!(available(&[b, d], 5, 3, &in_set(&[A, B, C])));
+        assert!(!available(&[b, d], 5, 2, &in_set(&[D, E])));
+        assert!(available(&[d, e], 5, 2, &in_set(&[D, E])));
+        assert!(!available(&[d, e], 5, 3, &in_set(&[A, B, C])));
+        // Four split 2|2: only the roster master's side.
+        assert!(available(&[a, c], 4, 2, &in_set(&[A, B])));
+        assert!(!available(&[a, c], 4, 2, &in_set(&[C, D])));
+    }
+
+    #[test]
+    fn no_partition_is_available_on_both_sides_of_any_split() {
+        let nodes: Vec<NodeId> = (1..=5).map(|n| 0x1000 + n).collect();
+        let orders = RosterOrders::new(&roster(&nodes));
+        for rf in 1..=3 {
+            for mask in 0u32..32 {
+                let side = |n: NodeId| {
+                    let i = nodes.iter().position(|&m| m == n).expect("member");
+                    mask & (1 << i) != 0
+                };
+                let other = |n: NodeId| !side(n);
+                for pid in 0..bolide_types::PARTITION_COUNT as u16 {
+                    let here = orders.availability(pid, rf, &side) == Availability::Available;
+                    let there = orders.availability(pid, rf, &other) == Availability::Available;
+                    assert!(!(here && there), "rf {rf} mask {mask:b} pid {pid}");
+                }
+            }
+        }
+        // Everyone present: everything available.
+        assert!((0..4096u16)
+            .all(|pid| orders.availability(pid, 2, &|_| true) == Availability::Available));
+    }
+
+    #[test]
+    fn roster_replicas_follow_the_whole_roster() {
+        let nodes = [0xA, 0xB, 0xC];
+        let orders = RosterOrders::new(&roster(&nodes));
+        let full = crate::balance::PartitionOrders::compute(&[0xC, 0xB, 0xA]);
+        for pid in 0..64u16 {
+            let expect: Vec<NodeId> = full
+                .order(pid)
+                .iter()
+                .take(2)
+                .map(|&i| [0xC, 0xB, 0xA][usize::from(i)])
+                .collect();
+            assert_eq!(orders.replicas(pid, 2), expect);
+        }
+    }
+
+    #[test]
+    fn regimes_only_go_up_and_never_mix() {
+        assert_eq!(next_regime(&[0, 0]), Some(0));
+        assert_eq!(next_regime(&[1, 5, 3]), Some(7));
+        assert_eq!(next_regime(&[1, 0]), None);
+        assert_eq!(next_regime(&[u32::MAX - 1]), Some(u32::MAX - 1));
+    }
+}
