@@ -11,6 +11,7 @@
 //! nothing depends on it but the fuzzing checks.
 #![deny(unsafe_code)]
 
+pub mod access;
 pub mod budget;
 pub mod cluster;
 pub mod config;

@@ -150,7 +150,7 @@ async fn run(
     let mut machine = ClusterNode::new(
         config,
         versions,
-        Vec::new(),
+        super::security::items(&node),
         Box::new(entropy),
         monotonic_ms(),
     );

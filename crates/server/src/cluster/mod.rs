@@ -18,6 +18,7 @@ pub mod heartbeat;
 pub mod info;
 pub mod migrate;
 pub mod remote;
+pub mod security;
 
 use crate::config::Config;
 use arc_swap::ArcSwap;
@@ -90,6 +91,8 @@ pub struct Context {
     pub store: Arc<Store>,
     pub services: Arc<Services>,
     pub cluster: ClusterService,
+    /// A secured node's users and roles (metadata module `security`).
+    pub security: std::sync::OnceLock<Arc<bolide_security::Security>>,
 }
 
 impl Context {
@@ -104,6 +107,7 @@ impl Context {
             store,
             services,
             cluster,
+            security: std::sync::OnceLock::new(),
         })
     }
 
