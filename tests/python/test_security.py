@@ -15,7 +15,7 @@ from aerospike import exception as ex
 from helpers import NS
 from security_helpers import (
     ADMIN_HASH, authenticate, client, connect, login, raw_info, read_frame,
-    admin_message, secured_server, wait_until, FIELD_SESSION_TOKEN,
+    admin_message, secured_config, secured_server, wait_until, FIELD_SESSION_TOKEN,
     FIELD_SESSION_TTL,
 )
 
@@ -300,3 +300,55 @@ def test_users_survive_a_restart():
         assert admin.admin_get_role("r1")["privileges"] == [
             {"code": aerospike.PRIV_WRITE, "ns": NS, "set": ""}]
         client(srv, "hal", "pw").close()
+
+
+# ---------------------------------------------------------------- console
+def http_server():
+    from bolide_server import BolideServer, free_ports
+    (http_port,) = free_ports(1)
+    text = secured_config().replace(
+        "network {{\n", f"network {{{{\n    http {{{{\n        address 127.0.0.1\n        port {http_port}\n    }}}}\n", 1)
+    return BolideServer(config_text=text), http_port
+
+
+def http(port, method, path, user=None, password=None, body=None):
+    import base64
+    import http.client
+    import json
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {}
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        body = json.dumps(body)
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    return response.status, dict(response.getheaders()), response.read()
+
+
+def test_the_console_asks_for_a_login_and_runs_as_its_user():
+    import json
+    srv, port = http_server()
+    with srv:
+        status, headers, _ = http(port, "GET", "/api/v1/node")
+        assert status == 401 and headers.get("www-authenticate", headers.get("WWW-Authenticate", "")).startswith("Basic")
+        assert http(port, "GET", "/", )[0] == 401
+        assert http(port, "GET", "/api/v1/node", "admin", "wrong")[0] == 401
+        status, _, body = http(port, "GET", "/api/v1/node", "admin", "admin")
+        assert status == 200, body
+        answer = json.loads(body)
+        assert answer["ok"] and "security_logins" in answer["info"]["statistics"]
+        # /metrics stays open (node figures, no records).
+        status, _, body = http(port, "GET", "/metrics")
+        assert status == 200 and b"bolide_build_info" in body, body[:200]
+        # admin holds user-admin only: the console's truncate is refused.
+        status, _, body = http(port, "POST", "/api/v1/truncate", "admin", "admin",
+                               {"namespace": NS, "set": SET})
+        assert status == 400 and b"ERROR:81" in body, (status, body)
+        admin = client(srv, "admin", "admin")
+        admin.admin_create_user("tina", "pw", ["truncate"])
+        status, _, body = http(port, "POST", "/api/v1/truncate", "tina", "pw",
+                               {"namespace": NS, "set": SET})
+        assert status == 200, (status, body)

@@ -156,6 +156,7 @@ impl Node {
             self.config.service_address,
             self.config.service_port,
         )
+        .secured(self.secured.clone())
     }
 }
 

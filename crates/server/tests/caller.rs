@@ -85,7 +85,7 @@ fn answer(node: &Node, caller: Caller, bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
             Step::Read => break,
             Step::Flush => {}
             Step::Stream(mut job, _) => while !job.fill(&mut output) {},
-            Step::Inflate(_) | Step::Close(_) => panic!("unexpected step"),
+            Step::Inflate(_) | Step::Admin(_) | Step::Close(_) => panic!("unexpected step"),
         }
     }
     let mut frames = Vec::new();
