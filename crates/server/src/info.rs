@@ -147,7 +147,7 @@ fn check(
         "truncate" | "truncate-namespace" | "truncate-undo" | "truncate-namespace-undo" => {
             Permission::Truncate
         }
-        "sindex-create" | "sindex-delete" => Permission::SindexAdmin,
+        "sindex-create" | "sindex-delete" | "sindex-exists" => Permission::SindexAdmin,
         "udf-put" | "udf-remove" => Permission::UdfAdmin,
         "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
             Permission::QueryAdmin
