@@ -357,17 +357,21 @@ def test_the_console_asks_for_a_login_and_runs_as_its_user():
 # ---------------------------------------------------------------- audit
 def test_the_audit_trail_reports_what_its_settings_name():
     security = ("security {\n    log {\n        report-authentication true\n"
-                "        report-user-admin true\n        report-violation true\n    }\n}\n")
+                "        report-user-admin true\n        report-violation true\n"
+                "        report-sys-admin true\n    }\n}\n")
     srv = secured_server(security=security)
     with srv:
         admin = client(srv, "admin", "admin")
         admin.admin_create_user("ivan", "pw", ["read"])
         ivan = client(srv, "ivan", "pw")
         assert code_of(lambda: ivan.put((NS, SET, "i"), {"v": 1})) == 81
+        with pytest.raises(ex.RoleViolation):
+            ivan.info_random_node(f"truncate:namespace={NS};set={SET}")
 
         def logged():
             text = srv.log_text()
             return ("action=login" in text and "user=admin" in text
                     and "action=create-user" in text
-                    and "user=ivan" in text and "result=81" in text)
+                    and "user=ivan" in text and "result=81" in text
+                    and "sys-admin user=ivan" in text and "action=truncate" in text)
         assert wait_until(logged, timeout=5), srv.log_text()[-3000:]

@@ -10,6 +10,7 @@
 //! handed to [`Secured::share`], and the cluster applies what other nodes
 //! send through [`apply_item`].
 
+use bolide_security::audit::Event;
 use bolide_security::catalog::Entry;
 use bolide_security::{Security, Session};
 use bolide_transaction::{AccessPolicy, Caller, Permission};
@@ -96,15 +97,46 @@ impl AccessPolicy for SessionPolicy {
         set: Option<&[u8]>,
     ) -> Result<(), ResultCode> {
         let set = set.map(String::from_utf8_lossy);
-        self.security
-            .check_permission(
-                Some(&self.session),
-                security_permission(permission),
-                namespace.unwrap_or(""),
-                set.as_deref().unwrap_or(""),
-            )
-            .map_err(|refusal| refusal.result)
+        let (namespace, set) = (namespace.unwrap_or(""), set.as_deref().unwrap_or(""));
+        let wanted = security_permission(permission);
+        let result = self
+            .security
+            .check_permission(Some(&self.session), wanted, namespace, set)
+            .map_err(|refusal| refusal.result);
+        if is_sys_admin(permission) && self.security.audit.reports(Event::SysAdmin) {
+            let mut detail = String::new();
+            if !namespace.is_empty() {
+                detail = format!("ns={namespace}");
+                if !set.is_empty() {
+                    detail.push_str(&format!(" set={set}"));
+                }
+            }
+            self.security.audit.log(
+                Event::SysAdmin,
+                self.session.user(),
+                Some(self.session.client()),
+                wanted.name(),
+                &detail,
+                result.err().map_or(0, ResultCode::as_u8),
+            );
+        }
+        result
     }
+}
+
+/// The permissions of administration (info commands that change the node
+/// or its data), which `report-sys-admin` reports.
+fn is_sys_admin(permission: Permission) -> bool {
+    !matches!(
+        permission,
+        Permission::Read
+            | Permission::Write
+            | Permission::Delete
+            | Permission::UdfApply
+            | Permission::Query
+            | Permission::UdfQuery
+            | Permission::OpsQuery
+    )
 }
 
 /// A connection that has not logged in: every check answers 80.
