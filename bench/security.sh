@@ -77,7 +77,7 @@ start() {
         --privilege read-write --read-quota 100000000 --write-quota 100000000 > /dev/null
       role=bench
     fi
-    "$BOLIDE_BIN" -p "$port" -U admin -P admin acl create-user bench --password bench \
+    "$BOLIDE_BIN" -p "$port" -U admin -P admin acl create-user bench --new-password bench \
       --roles "$role" > /dev/null
     login=(-U bench -P bench)
   fi
