@@ -18,6 +18,15 @@
    key digest and metadata, through the Python client.
 
 Usage: BOLIDED_BIN=target/release/bolided bench/sindex.py [--records 1000000]
+       bench/sindex.py --callgrind 2000 [--records 200000]
+
+With --callgrind N the node runs under valgrind's callgrind (instrumented
+only while measuring) and, instead of rates, the script prints the
+server's user-space instructions per request over N requests of each
+kind: the queries above, updates of the indexed bin, inserts of new
+indexed records, and an update of a bin no index reads. These counts do
+not depend on what else the machine runs.
+
 Starts its own bolided (memory namespace, `service-threads 1`, 127.0.0.1,
 free ports) and then its own redis-server (`--save '' --appendonly no`),
 one after the other, each pinned to --server-cpu (default 1) with this
@@ -219,7 +228,7 @@ def redis_part(args, width, rows):
             proc.wait(timeout=10)
 
 
-def bolide_server():
+def bolide_server(binary=None):
     """A memory namespace of 4 GiB on a node with one service thread."""
     # BolideServer fills in the placeholders (its free ports, its work
     # directory); the braces of the config itself are doubled for format().
@@ -230,7 +239,135 @@ def bolide_server():
     for name in ["port", "heartbeat_port", "fabric_port", "info_port"]:
         text = text.replace("port 0\n", f"port {{{name}}}\n", 1)
     text = text.replace("service {{\n", "service {{\n    service-threads 1\n    work-directory {work_directory}\n", 1)
-    return BolideServer(config_text=text)
+    # No expiry sweeps in the middle of a measurement.
+    text = text.replace("nsup-period 1\n", "nsup-period 0\n", 1)
+    return BolideServer(config_text=text, binary=binary, ready_timeout=120)
+
+
+class Callgrind:
+    """bolided under callgrind, instrumented only between start() and
+    stop(); each stop() returns the instructions executed meanwhile."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.out = os.path.join(workdir, "callgrind.out")
+        self.wrapper = os.path.join(workdir, "bolided-callgrind")
+        real = os.environ.get("BOLIDED_BIN", "target/release/bolided")
+        with open(self.wrapper, "w") as f:
+            f.write("#!/bin/sh\n"
+                    # Only requests count: what a connection's task and a
+                    # stream job run, not timers, heartbeats or sweeps.
+                    "exec valgrind --tool=callgrind --instr-atstart=no "
+                    "--toggle-collect='*connection::serve*' --toggle-collect='*connection::run*' --toggle-collect='*connection::stream_job*' "
+                    f"--callgrind-out-file={self.out} "
+                    f"{os.path.abspath(real)} \"$@\"\n")
+        os.chmod(self.wrapper, 0o755)
+        self.dumps = 0
+        self.pid = None
+
+    def control(self, *args):
+        subprocess.run(["callgrind_control", *args, str(self.pid)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start(self):
+        self.control("-i", "on")
+        self.control("-z")
+
+    def stop(self):
+        self.control("-d")
+        self.control("-i", "off")
+        self.dumps += 1
+        # Each dump is a file of its own: <out>.<n>.
+        deadline = time.monotonic() + 60
+        while True:
+            names = [n for n in os.listdir(self.workdir) if n.startswith("callgrind.out.")]
+            if len(names) >= self.dumps:
+                break
+            assert time.monotonic() < deadline, "no callgrind dump"
+            time.sleep(0.2)
+        latest = max((os.path.join(self.workdir, n) for n in names), key=os.path.getmtime)
+        time.sleep(0.5)
+        with open(latest) as f:
+            for line in f:
+                if line.startswith("totals:") or line.startswith("summary:"):
+                    return int(line.split()[1])
+        raise AssertionError(f"no totals in {latest}")
+
+
+def instructions(args, width):
+    """--callgrind N: the server's instructions per request."""
+    import tempfile
+    workdir = tempfile.mkdtemp(prefix="bolide-callgrind-")
+    grind = Callgrind(workdir)
+    server = bolide_server(binary=grind.wrapper)
+    server.start()
+    grind.pid = server.proc.pid
+    n = args.callgrind
+    try:
+        client = server.client()
+        load(client, args.records)
+        client.index_integer_create(NS, SET, "v", "idx_v")
+        stat = parse_kv(info_value(client, f"sindex-stat:namespace={NS};indexname=idx_v"))
+        assert int(stat["entries"]) == args.records, stat
+        random.seed(14)
+
+        def equality_query():
+            x = random.randrange(args.records)
+            query = client.query(NS, SET)
+            query.where(p.equals("v", x))
+            assert len(query.results()) == 1
+
+        def range_query():
+            x = random.randrange(args.records - width)
+            query = client.query(NS, SET)
+            query.where(p.between("v", x, x + width - 1))
+            assert len(query.results()) == width
+
+        def range_query_s():
+            x = random.randrange(args.records - width)
+            query = client.query(NS, SET)
+            query.select("s")
+            query.where(p.between("v", x, x + width - 1))
+            assert len(query.results()) == width
+
+        fresh = iter(range(args.records, args.records + 10 * n + 10))
+
+        def update_indexed():
+            # v moves to a value no other record has (kept distinct).
+            i = random.randrange(args.records)
+            client.put((NS, SET, i), {"v": next(fresh)})
+
+        def insert_indexed():
+            i = next(fresh)
+            client.put((NS, SET, i), {"v": i, "s": f"value-{i:014d}"})
+
+        def update_other_bin():
+            i = random.randrange(args.records)
+            client.put((NS, SET, i), {"s": f"other-{i:014d}"})
+
+        def read():
+            client.get((NS, SET, random.randrange(args.records)))
+
+        print(f"records {args.records}, {n} requests each, server instructions per request (callgrind):")
+        print("| request | instructions |")
+        print("|---|---:|")
+        for name, run in [
+            ("equality query (index), 1 record", equality_query),
+            (f"range query (index), {width} records", range_query),
+            (f"range query (index), bin s only, {width} records", range_query_s),
+            ("update of the indexed bin (put v)", update_indexed),
+            ("insert of a new indexed record (put v, s)", insert_indexed),
+            ("update of a bin no index reads (put s)", update_other_bin),
+            ("read (get)", read),
+        ]:
+            run()
+            grind.start()
+            for _ in range(n):
+                run()
+            total = grind.stop()
+            print(f"| {name} | {total / n:,.0f} |", flush=True)
+    finally:
+        server.stop()
 
 
 def main():
@@ -240,9 +377,15 @@ def main():
     parser.add_argument("--server-cpu", type=int, default=1)
     parser.add_argument("--client-cpu", type=int, default=0)
     parser.add_argument("--no-redis", action="store_true")
+    parser.add_argument("--width", type=int, default=1000, help="records a range query selects")
+    parser.add_argument("--callgrind", type=int, metavar="N", default=0,
+                        help="print the server's instructions per request over N requests instead")
     args = parser.parse_args()
+    width = min(args.width, args.records)
+    if args.callgrind:
+        instructions(args, width)
+        return
     os.sched_setaffinity(0, {args.client_cpu})
-    width = max(1, args.records // 1000)
     rows = []
     server = bolide_server()
     server.start()

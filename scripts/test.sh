@@ -89,19 +89,19 @@ chromium --version 2>/dev/null || true
 stage "console in a browser (tests/console)" bash -c \
     'cd tests/console && npm ci --no-audit --no-fund --loglevel=error && npm test'
 
-section "python venv (.venv: aerospike 19.x + pytest)"
+section "python venv (.venv: aerospike 19.x + pytest + redis-py 6.4.0)"
 PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/.venv"
 if ! "$VENV/bin/python" - 2>/dev/null <<'PY'
 import importlib.metadata as m, sys
-import aerospike, pytest  # noqa: F401  (must import, not just be listed)
-sys.exit(0 if m.version("aerospike").startswith("19.") else 1)
+import aerospike, pytest, redis  # noqa: F401  (must import, not just be listed)
+sys.exit(0 if m.version("aerospike").startswith("19.") and m.version("redis") == "6.4.0" else 1)
 PY
 then
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet "aerospike==19.*" pytest
+    "$VENV/bin/python" -m pip install --quiet "aerospike==19.*" pytest "redis==6.4.0"
 else
     echo "reusing $VENV"
 fi

@@ -21,6 +21,8 @@ pub const PROTO_BUFFER_BUDGET_MIN: u64 = 1 << 20;
 /// The HTTP port (`/metrics`, the console) of a node started without a
 /// configuration file.
 pub const DEFAULT_HTTP_PORT: u16 = 8081;
+/// The RESP port of a node started without a configuration file.
+pub const DEFAULT_REDIS_PORT: u16 = 6379;
 
 /// The node's whole configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,6 +79,14 @@ pub struct Config {
     /// `network { service { tls-port P; tls-name NAME } }`: a TLS client
     /// listener on the service address, presenting stanza NAME.
     pub service_tls: Option<ServiceTls>,
+    /// `network { redis { address; port; namespace } }`: the RESP port
+    /// (None: off). Without a configuration file it is 127.0.0.1:6379,
+    /// and a port already taken only warns (`redis_optional`).
+    pub redis_address: IpAddr,
+    pub redis_port: Option<u16>,
+    pub redis_optional: bool,
+    /// The namespace Redis keys live in (None: the first one).
+    pub redis_namespace: Option<String>,
     pub namespaces: Vec<NamespaceConfig>,
     /// `security { }`: access control on (None: off, as without the stanza).
     pub security: Option<bolide_security::SecurityConfig>,
@@ -159,6 +169,10 @@ impl Default for Config {
             http_port: Some(DEFAULT_HTTP_PORT),
             tls: Vec::new(),
             service_tls: None,
+            redis_address: IpAddr::from([127, 0, 0, 1]),
+            redis_port: Some(DEFAULT_REDIS_PORT),
+            redis_optional: true,
+            redis_namespace: None,
             namespaces: vec![NamespaceConfig::with_name("test")],
             security: None,
         }
@@ -330,6 +344,8 @@ impl Config {
         let mut config = Config {
             namespaces: Vec::new(),
             http_port: None,
+            redis_port: None,
+            redis_optional: false,
             ..Config::default()
         };
         let mut audit_file = None;
@@ -375,6 +391,19 @@ impl Config {
                 directive: "namespace".into(),
                 message: "at least one namespace must be configured".into(),
             });
+        }
+        if let Some(name) = &config.redis_namespace {
+            if !config
+                .namespaces
+                .iter()
+                .any(|namespace| &namespace.name == name)
+            {
+                return Err(ConfigError {
+                    line: 0,
+                    directive: "network redis namespace".into(),
+                    message: format!("no namespace {name} is configured"),
+                });
+            }
         }
         Ok(config)
     }
@@ -606,19 +635,24 @@ impl Config {
                         directive.number::<u64>()?;
                     }
                     ("info", "port") => self.info_port = Some(directive.number()?),
+                    ("redis", "port") => self.redis_port = Some(directive.number()?),
+                    ("redis", "address") => self.redis_address = address(directive)?,
+                    ("redis", "namespace") => {
+                        self.redis_namespace = Some(directive.one()?.to_owned())
+                    }
                     ("http", "port") => self.http_port = Some(directive.number()?),
                     ("http", "address") => self.http_address = address(directive)?,
                     ("info", "address") => {
                         address(directive)?;
                     }
-                    ("service" | "heartbeat" | "fabric" | "info" | "http", _) => {
+                    ("service" | "heartbeat" | "fabric" | "info" | "http" | "redis", _) => {
                         return Err(directive.error(format!(
                             "unknown directive in network {} context",
                             head.name
                         )));
                     }
                     _ => return Err(head.error(
-                        "unknown network sub-context (service, heartbeat, fabric, info, http, tls)",
+                        "unknown network sub-context (service, heartbeat, fabric, info, http, redis, tls)",
                     )),
                 }
             }

@@ -25,6 +25,7 @@ mod info_udf;
 pub mod latency;
 pub mod net;
 pub mod node;
+pub mod redis;
 pub mod supervisor;
 pub mod system;
 
@@ -70,6 +71,20 @@ pub fn run(config: Config) -> Result<(), String> {
     if let Some(service_tls) = &config.service_tls {
         listeners.push(tls_listener(&config, service_tls)?);
     }
+    let redis_listener = redis_listener(&config)?;
+    let redis_shared = Arc::new(bolide_redis::Shared::new(
+        config
+            .redis_namespace
+            .clone()
+            .or_else(|| {
+                config
+                    .namespaces
+                    .first()
+                    .map(|namespace| namespace.name.clone())
+            })
+            .unwrap_or_default(),
+        config.redis_port.unwrap_or(0),
+    ));
     // Only a node configured to cluster listens for other nodes.
     let service = &node.cluster.cluster;
     let (fabric_listener, heartbeat_listener) = if config.clustering {
@@ -95,11 +110,12 @@ pub fn run(config: Config) -> Result<(), String> {
         let connections = Arc::clone(&connections);
         let cluster = Arc::clone(&node.cluster);
         let latencies = Arc::clone(&node.latencies);
+        let redis = Arc::clone(&redis_shared);
         std::thread::Builder::new()
             .name(format!("service-{index}"))
             .spawn(move || {
                 latencies.bind_thread(index);
-                event_loop(connections, cluster, receiver)
+                event_loop(connections, cluster, redis, receiver)
             })
             .map_err(|error| format!("cannot start service thread: {error}"))?;
         loops.push(sender);
@@ -131,7 +147,14 @@ pub fn run(config: Config) -> Result<(), String> {
         }
     }
 
-    runtime.block_on(accept(&node, listeners, fabric_listener, loops, signals))?;
+    runtime.block_on(accept(
+        &node,
+        listeners,
+        fabric_listener,
+        redis_listener,
+        loops,
+        signals,
+    ))?;
     tracing::info!("shutting down");
     for threads in storage {
         // Writes and syncs everything appended so far.
@@ -184,8 +207,37 @@ fn tls_listener(config: &Config, service_tls: &config::ServiceTls) -> Result<Lis
     })
 }
 
+/// The RESP listener, if the node serves Redis. Without a configuration
+/// file a taken 6379 only warns; a configured port must be free.
+fn redis_listener(config: &Config) -> Result<Option<TcpListener>, String> {
+    let Some(port) = config.redis_port else {
+        return Ok(None);
+    };
+    if config.security.is_some() {
+        // RESP has no login here yet (AUTH): a secured node serving it
+        // would let anyone past its access control.
+        return Err("network redis: a node with security { } does not serve the Redis \
+                    protocol yet (it has no AUTH); remove network { redis { } } or security { }"
+            .to_owned());
+    }
+    let address = SocketAddr::new(config.redis_address, port);
+    match net::bind(address) {
+        Ok(socket) => Ok(Some(socket)),
+        Err(error) if config.redis_optional => {
+            tracing::warn!(
+                "redis: {error} (is a Redis server running?); the RESP port is off. \
+                 Set network {{ redis {{ port N }} }} in a configuration file to choose another"
+            );
+            Ok(None)
+        }
+        Err(error) => Err(format!("network redis: {error}")),
+    }
+}
+
 /// A connection handed to an event loop.
 enum Incoming {
+    /// A Redis client's socket.
+    Redis(std::net::TcpStream),
     /// A client's socket, and its listener's TLS context.
     Client(std::net::TcpStream, Option<ServerTls>),
     Fabric(std::net::TcpStream),
@@ -195,9 +247,46 @@ async fn accept(
     node: &Node,
     listeners: Vec<Listener>,
     fabric_listener: Option<TcpListener>,
+    redis_listener: Option<TcpListener>,
     loops: Vec<mpsc::UnboundedSender<Incoming>>,
     mut signals: Signals,
 ) -> Result<(), String> {
+    if let Some(redis_listener) = redis_listener {
+        let address = redis_listener
+            .local_addr()
+            .map_err(|error| error.to_string())?;
+        let listener =
+            tokio::net::TcpListener::from_std(redis_listener).map_err(|error| error.to_string())?;
+        tracing::info!(%address, "listening (redis)");
+        let loops = loops.clone();
+        let counters = Arc::clone(&node.counters);
+        let limit = node.config.proto_fd_max as u64;
+        tokio::spawn(async move {
+            let mut next = 0usize;
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        // Redis clients count against proto-fd-max too.
+                        if counters.open_connections() >= limit {
+                            counters.connections_refused.fetch_add(1, Relaxed);
+                            continue;
+                        }
+                        let Ok(stream) = stream.into_std() else {
+                            continue;
+                        };
+                        if let Some(sender) = loops.get(next % loops.len()) {
+                            let _ = sender.send(Incoming::Redis(stream));
+                        }
+                        next = next.wrapping_add(1);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "redis accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+    }
     let (connections, mut incoming) = mpsc::unbounded_channel();
     if let Some(fabric_listener) = fabric_listener {
         // Fabric connections from other nodes, dealt to the event loops
@@ -290,6 +379,7 @@ async fn accept(
 fn event_loop(
     connections: Arc<connection::Context>,
     cluster: Arc<cluster::Context>,
+    redis: Arc<bolide_redis::Shared>,
     mut receiver: mpsc::UnboundedReceiver<Incoming>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -322,6 +412,16 @@ fn event_loop(
                         tracing::warn!(%error, "cannot adopt connection");
                     }
                 },
+                Incoming::Redis(stream) => {
+                    if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                        let _ = stream.set_nodelay(true);
+                        tokio::task::spawn_local(redis::serve(
+                            Arc::clone(&connections),
+                            Arc::clone(&redis),
+                            stream,
+                        ));
+                    }
+                }
                 Incoming::Fabric(stream) => {
                     if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
                         tokio::task::spawn_local(cluster::fabric::serve(

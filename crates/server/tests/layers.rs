@@ -26,6 +26,16 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-udf",
         ],
     ),
+    // The Redis front end: typed requests, no sockets.
+    (
+        "redis",
+        &[
+            "bolide-types",
+            "bolide-wire",
+            "bolide-store",
+            "bolide-transaction",
+        ],
+    ),
     (
         "server",
         &[
@@ -37,6 +47,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-udf",
             "bolide-transaction",
             "bolide-security",
+            "bolide-redis",
         ],
     ),
     // The simulator drives the cluster state machine alone.

@@ -14,7 +14,7 @@
 use crate::caller::{Caller, Permission};
 use crate::cluster::Cluster;
 use crate::jobs::{Aggregate, Background, Job, Mode};
-use crate::query::IndexQuery;
+use crate::query::{IndexQuery, Step};
 use crate::{append_last, Outcome, StreamJob, CHUNK_BYTES};
 use bolide_cluster::Routing;
 use bolide_particles::expression::Expr;
@@ -47,7 +47,11 @@ pub struct ScanJob {
     set_id: Option<u16>,
     bins: Vec<Vec<u8>>,
     no_bin_data: bool,
+    /// Partitions to visit in turn: a scan's, or those of a query's this
+    /// node does not serve.
     partitions: Vec<PartitionCursor>,
+    /// Partitions the request names.
+    partition_total: usize,
     /// No partition list was given: the client sent the same request to
     /// every node (as the clients do for aggregations and some background
     /// jobs), so this node covers the partitions it is the working master
@@ -61,6 +65,10 @@ pub struct ScanJob {
     filter: Option<Expr>,
     /// Set for a secondary-index query.
     query: Option<IndexQuery>,
+    /// The query's candidates of one partition (a buffer kept for reuse).
+    candidates: Vec<(i64, Digest)>,
+    /// The clock (citrusleaf seconds) for the chunk being filled.
+    now: u32,
     /// What happens to the selected records (`crate::jobs`).
     mode: Mode,
     /// An error that ends the job (its LAST answer carries it).
@@ -116,7 +124,7 @@ fn plan(
         Some(namespace.name()),
         fields.set.filter(|set| !set.is_empty()),
     )?;
-    let query = match fields.index_range {
+    let mut query = match fields.index_range {
         Some(_) => Some(IndexQuery::plan(namespace, message)?),
         None => None,
     };
@@ -150,6 +158,25 @@ fn plan(
         .filter_expression
         .map(bolide_particles::expression::parse)
         .transpose()?;
+    let whole_node = fields.pid_array.is_none() && fields.digest_array.is_none();
+    // A query takes the partitions it reads at once (most requests name
+    // all 4096); only those this node does not serve stay in the list, to
+    // be answered one by one.
+    let (partitions, partition_total) = match &mut query {
+        None => {
+            let list = partitions(fields.pid_array, fields.digest_array)?;
+            let total = list.len();
+            (list, total)
+        }
+        Some(query) => query_partitions(
+            query,
+            cluster.routing,
+            namespace_index,
+            whole_node,
+            fields.pid_array,
+            fields.digest_array,
+        )?,
+    };
     Ok(Some(ScanJob {
         filter,
         namespace: namespace.clone(),
@@ -160,14 +187,17 @@ fn plan(
         set_id,
         bins,
         no_bin_data: header.info1 & info1::NO_BIN_DATA != 0,
-        partitions: partitions(fields.pid_array, fields.digest_array)?,
-        whole_node: fields.pid_array.is_none() && fields.digest_array.is_none(),
+        partitions,
+        partition_total,
+        whole_node,
         next: 0,
         records_max: number(fields.max_records)?,
         records_sent: 0,
         records_per_second: u32::try_from(number(fields.records_per_second)?).unwrap_or(u32::MAX),
         started: Instant::now(),
         query,
+        candidates: Vec::new(),
+        now: 0,
         mode,
         error: None,
         scratch: crate::Scratch::default(),
@@ -262,6 +292,162 @@ pub(crate) fn partitions(
     Ok(list)
 }
 
+/// The partitions a node serves to queries, by routing snapshot.
+struct Served {
+    /// The snapshot (a weak reference keeps its allocation, so an equal
+    /// pointer is the same snapshot).
+    routing: std::sync::Weak<Routing>,
+    namespace: usize,
+    whole_node: bool,
+    partitions: [u64; PARTITION_COUNT / 64],
+}
+
+thread_local! {
+    /// The last answers of [`served_partitions`] on this thread: a pass
+    /// over 4096 routes costs more than the rest of a selective query, and
+    /// a routing changes only with the cluster.
+    static SERVED: std::cell::RefCell<Vec<Served>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Bitmap of the partitions of `namespace` this node serves to queries
+/// under `routing`: those it holds whole (a request naming partitions), or
+/// those it is the working master of (a request sent to every node).
+fn served_partitions(
+    routing: &Arc<Routing>,
+    namespace: usize,
+    whole_node: bool,
+) -> [u64; PARTITION_COUNT / 64] {
+    let known = SERVED.with(|cache| {
+        cache
+            .borrow()
+            .iter()
+            .find(|served| {
+                std::ptr::eq(served.routing.as_ptr(), Arc::as_ptr(routing))
+                    && served.namespace == namespace
+                    && served.whole_node == whole_node
+            })
+            .map(|served| served.partitions)
+    });
+    if let Some(partitions) = known {
+        return partitions;
+    }
+    let mut partitions = [0u64; PARTITION_COUNT / 64];
+    if let Some(ns) = routing.namespaces.get(namespace) {
+        for (word, routes) in partitions.iter_mut().zip(ns.routes.chunks(64)) {
+            let mut bits = 0u64;
+            for (i, route) in routes.iter().enumerate() {
+                let serves = if whole_node {
+                    route.writes_here()
+                } else {
+                    route.reads_here() && !route.resolves_duplicates()
+                };
+                bits |= u64::from(serves) << i;
+            }
+            *word = bits;
+        }
+    }
+    SERVED.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        // Answers of older snapshots go; a few namespaces' stay.
+        cache.retain(|served| std::ptr::eq(served.routing.as_ptr(), Arc::as_ptr(routing)));
+        cache.truncate(7);
+        cache.push(Served {
+            routing: Arc::downgrade(routing),
+            namespace,
+            whole_node,
+            partitions,
+        });
+    });
+    partitions
+}
+
+/// PID_ARRAY naming every partition in order.
+static ALL_PIDS: [u8; 2 * PARTITION_COUNT] = {
+    let mut pids = [0u8; 2 * PARTITION_COUNT];
+    let mut pid = 0;
+    while pid < PARTITION_COUNT {
+        pids[2 * pid] = pid as u8;
+        pids[2 * pid + 1] = (pid >> 8) as u8;
+        pid += 1;
+    }
+    pids
+};
+
+/// Hands a query the partitions it reads (PID_ARRAY, then DIGEST_ARRAY
+/// with resume points; all 4096 when neither is given) that this node
+/// serves, as bitmaps rather than one by one. Returns the others, to be
+/// answered in turn, and how many partitions the request names.
+fn query_partitions(
+    query: &mut IndexQuery,
+    routing: &Arc<Routing>,
+    namespace: usize,
+    whole_node: bool,
+    pids: Option<&[u8]>,
+    digests: Option<&[u8]>,
+) -> Result<(Vec<PartitionCursor>, usize), ResultCode> {
+    const WORDS: usize = PARTITION_COUNT / 64;
+    let served = served_partitions(routing, namespace, whole_node);
+    let mut named = [0u64; WORDS];
+    let mut total;
+    let pids = pids.unwrap_or_default();
+    if whole_node || pids == ALL_PIDS.as_slice() {
+        // No list, or the list of every partition in order (what a client
+        // sends a single node).
+        named = [u64::MAX; WORDS];
+        total = PARTITION_COUNT;
+    } else {
+        if !pids.len().is_multiple_of(2) {
+            return Err(ResultCode::Parameter);
+        }
+        for pid in pids.chunks_exact(2) {
+            let pid = usize::from(u16::from_le_bytes([pid[0], pid[1]]));
+            let word = named.get_mut(pid / 64).ok_or(ResultCode::Parameter)?;
+            let bit = 1 << (pid % 64);
+            if *word & bit != 0 {
+                return Err(ResultCode::Parameter);
+            }
+            *word |= bit;
+        }
+        total = pids.len() / 2;
+    }
+    let mut unserved = Vec::new();
+    let mut wanted = [0u64; WORDS];
+    for (i, (named, served)) in named.iter().zip(served.iter()).enumerate() {
+        if let Some(word) = wanted.get_mut(i) {
+            *word = named & served;
+        }
+        let mut missing = named & !served;
+        while missing != 0 {
+            let bit = missing.trailing_zeros();
+            missing &= missing - 1;
+            unserved.push(((i * 64) as u16 + bit as u16, None));
+        }
+    }
+    query.read_partitions(&wanted);
+    let digests = digests.unwrap_or_default();
+    if !digests.len().is_multiple_of(DIGEST_BYTES) {
+        return Err(ResultCode::Parameter);
+    }
+    for digest in digests.chunks_exact(DIGEST_BYTES) {
+        let mut bytes = [0u8; DIGEST_BYTES];
+        bytes.copy_from_slice(digest);
+        let pid = Digest(bytes).partition_id().index();
+        let word = named.get_mut(pid / 64).ok_or(ResultCode::Parameter)?;
+        let bit = 1 << (pid % 64);
+        if *word & bit != 0 {
+            return Err(ResultCode::Parameter);
+        }
+        *word |= bit;
+        total += 1;
+        if served.get(pid / 64).is_some_and(|word| word & bit != 0) {
+            query.read_partition(pid as u16, Some(bytes));
+        } else {
+            unserved.push((pid as u16, Some(bytes)));
+        }
+    }
+    Ok((unserved, total))
+}
+
 /// A big-endian u64 or u32 field; absent = 0.
 fn number(field: Option<&[u8]>) -> Result<u64, ResultCode> {
     match field {
@@ -290,25 +476,56 @@ impl StreamJob for ScanJob {
     fn fill(&mut self, out: &mut Vec<u8>) -> bool {
         let frame = begin_frame(out);
         let sent_before = self.records_sent;
-        while self.next < self.partitions.len()
-            && !self.limit_reached()
-            && self.error.is_none()
-            && out.len() - frame < CHUNK_BYTES
-        {
+        // Records past their void time by now are left out of this chunk.
+        self.now = now_citrusleaf_seconds();
+        loop {
+            if self.limit_reached() || self.error.is_some() || out.len() - frame >= CHUNK_BYTES {
+                break;
+            }
             // A throttled scan sends what it has before it waits, so its
             // client gets records as they are due (not a chunk at a time)
             // and a client that left is noticed at the next send.
             if self.records_sent > sent_before && self.ahead_of_rate() {
                 break;
             }
-            self.throttle();
             if let Some(&(pid, resume)) = self.partitions.get(self.next) {
+                // A query only takes note of the partitions here; it reads
+                // them below, shard by shard.
+                if self.query.is_none() {
+                    self.throttle();
+                }
                 self.scan_partition(pid, resume, out);
+                self.next += 1;
+                continue;
             }
-            self.next += 1;
+            let mut candidates = std::mem::take(&mut self.candidates);
+            let step = self
+                .query
+                .as_mut()
+                .and_then(|query| query.next_step(&mut candidates));
+            let Some(step) = step else {
+                self.candidates = candidates;
+                break;
+            };
+            match step {
+                Step::Candidates(pid) => {
+                    self.throttle();
+                    self.read_records(pid, Source::Index(&candidates), out);
+                }
+                Step::ShardDone(partitions) => {
+                    if let Mode::Background(work) = &self.mode {
+                        for _ in 0..partitions {
+                            work.job.partition_done();
+                        }
+                    }
+                }
+            }
+            self.candidates = candidates;
         }
-        let finished =
-            self.next >= self.partitions.len() || self.limit_reached() || self.error.is_some();
+        let finished = (self.next >= self.partitions.len()
+            && self.query.as_ref().is_none_or(IndexQuery::is_finished))
+            || self.limit_reached()
+            || self.error.is_some();
         if finished {
             let header = MsgHeader {
                 info3: info3::LAST,
@@ -322,6 +539,25 @@ impl StreamJob for ScanJob {
     }
 }
 
+/// What a partition's records leave behind besides answers.
+#[derive(Default)]
+struct Sink {
+    /// Records for an aggregation.
+    aggregated: Vec<bolide_udf::RecordInfo>,
+    /// Records for a background job's writes.
+    digests: Vec<Digest>,
+    /// Where records read from the device go.
+    loaded: Vec<u8>,
+}
+
+/// Where the records of a partition come from.
+enum Source<'c> {
+    /// Every record of the partition, after this digest if given.
+    Scan(Option<[u8; DIGEST_BYTES]>),
+    /// These candidates of a query (bval, digest), checked one by one.
+    Index(&'c [(i64, Digest)]),
+}
+
 impl ScanJob {
     /// Runs a background job on a thread of its own.
     fn spawn(mut self) -> Result<(), ResultCode> {
@@ -329,7 +565,7 @@ impl ScanJob {
             return Err(ResultCode::Parameter);
         };
         let job = work.job.clone();
-        job.set_partitions(self.partitions.len());
+        job.set_partitions(self.partition_total);
         let jobs = crate::services(&self.namespace)
             .ok_or(ResultCode::UnsupportedFeature)?
             .jobs
@@ -365,155 +601,62 @@ impl ScanJob {
             }
             return;
         }
-        // A selective query finds nothing in most partitions: it looks at
-        // the partition's index tree first and takes the partition's lock
-        // (and reads the clock) only where there is something. Seeing no
-        // candidate is as if the query had read the partition before any
-        // write in progress. Candidates found are checked against their
-        // records under the lock (a record changed since is read as it is
-        // now, and left out if it no longer matches).
-        let candidates = self
-            .query
-            .as_ref()
-            .map(|query| query.candidates(pid, resume));
-        if candidates.as_ref().is_some_and(Vec::is_empty) {
-            if let Mode::Background(work) = &self.mode {
-                work.job.partition_done();
-            }
-            return;
+        match &mut self.query {
+            // The query reads the partition later, shard by shard.
+            Some(query) => query.read_partition(pid, resume),
+            None => self.read_records(pid, Source::Scan(resume), out),
         }
-        let now = std::cell::OnceCell::new();
+    }
+
+    /// Copies the partition's records that `source` names into `out` (or
+    /// aggregates them, or applies a background job's write to them).
+    /// A query's candidates are checked against their records under the
+    /// partition's lock (a record changed since is read as it is now, and
+    /// left out if it no longer matches).
+    fn read_records(&mut self, pid: u16, source: Source<'_>, out: &mut Vec<u8>) {
         let namespace = self.namespace.clone();
         let namespace = &namespace;
         let Some(table) = namespace.read_partition(usize::from(pid)) else {
             return;
         };
-        let mut aggregated = Vec::new();
-        let mut digests = Vec::new();
+        let mut sink = Sink::default();
+        let (set_id, now) = (self.set_id, self.now);
         let wanted = |entry: &bolide_store::Entry<'_>| {
-            self.set_id.is_none_or(|set| set == entry.meta.set_id)
-                && !namespace.is_doomed(&entry.meta, *now.get_or_init(now_citrusleaf_seconds))
+            set_id.is_none_or(|set| set == entry.meta.set_id)
+                && !namespace.is_doomed(&entry.meta, now)
         };
-        let mut entries = Vec::new();
-        match &self.query {
-            None => {
+        let scan = matches!(source, Source::Scan(_));
+        match source {
+            Source::Scan(resume) => {
+                let mut entries = Vec::new();
                 table.for_each(|entry| {
                     if wanted(&entry) && resume.is_none_or(|after| *entry.digest < after) {
-                        entries.push((entry, None));
+                        entries.push(entry);
                     }
                 });
-                entries.sort_unstable_by(|(a, _), (b, _)| b.digest.cmp(a.digest));
+                entries.sort_unstable_by(|a, b| b.digest.cmp(a.digest));
+                for entry in entries {
+                    if !self.read_record(namespace, &entry, None, &mut sink, out) {
+                        break;
+                    }
+                }
             }
-            Some(_) => {
-                for (bval, digest) in candidates.unwrap_or_default() {
+            Source::Index(candidates) => {
+                for &(bval, digest) in candidates {
                     if let Some(entry) = table.get(&digest).filter(|entry| wanted(entry)) {
-                        entries.push((entry, Some(bval)));
+                        if !self.read_record(namespace, &entry, Some(bval), &mut sink, out) {
+                            break;
+                        }
                     }
                 }
             }
-        }
-        let mut loaded = Vec::new();
-        for (entry, bval) in entries {
-            if self.limit_reached() {
-                break;
-            }
-            // A record that cannot be read back is skipped (and logged).
-            let Ok(bytes) = namespace.record_bytes(&entry, &mut loaded) else {
-                continue;
-            };
-            let Some(record) = RecordView::parse(bytes) else {
-                continue;
-            };
-            let digest = Digest(*entry.digest);
-            if self.query.as_ref().is_some_and(|query| {
-                !query.matches(namespace, &digest, &entry.meta, &record, bytes.len())
-            }) {
-                continue;
-            }
-            if crate::check_filter(
-                namespace,
-                self.filter.as_ref(),
-                &digest,
-                &entry.meta,
-                &record,
-                bytes.len(),
-            )
-            .is_err()
-            {
-                continue;
-            }
-            match &self.mode {
-                Mode::Records => {}
-                Mode::Aggregate(_) => {
-                    if let Some(info) = crate::jobs::record_info(
-                        namespace,
-                        &digest,
-                        entry.meta,
-                        record,
-                        bytes.len(),
-                    ) {
-                        aggregated.push(info);
-                    }
-                    self.records_sent += 1;
-                    continue;
-                }
-                Mode::Background(_) => {
-                    digests.push(digest);
-                    self.records_sent += 1;
-                    continue;
-                }
-            }
-            // As on the server, a record with none of the selected bins is
-            // not sent at all.
-            let selected =
-                |bin: &bolide_store::Bin<'_>| self.bins.iter().any(|name| name == bin.name);
-            if !self.no_bin_data
-                && !self.bins.is_empty()
-                && !record.bins().any(|bin| selected(&bin))
-            {
-                continue;
-            }
-            let header = MsgHeader {
-                info1: if self.no_bin_data {
-                    info1::NO_BIN_DATA
-                } else {
-                    0
-                },
-                generation: u32::from(entry.meta.generation),
-                record_ttl: entry.meta.void_time,
-                ..MsgHeader::default()
-            };
-            let mut writer = ResponseWriter::begin_framed(out, &header, Framing::Row { index: 0 });
-            writer.field(field_type::NAMESPACE, namespace.name().as_bytes());
-            writer.field(field_type::DIGEST, entry.digest);
-            if let Some(set) = namespace.set_name(entry.meta.set_id) {
-                writer.field(field_type::SET, set.as_bytes());
-            }
-            if let Some((key_type, key)) = record.key {
-                let mut field = Vec::with_capacity(1 + key.len());
-                field.push(key_type);
-                field.extend_from_slice(key);
-                writer.field(field_type::KEY, &field);
-            }
-            if let Some(bval) = bval {
-                writer.field(field_type::BVAL_ARRAY, &bval.to_le_bytes());
-            }
-            if !self.no_bin_data {
-                for bin in record.bins() {
-                    if self.bins.is_empty() || self.bins.iter().any(|name| name == bin.name) {
-                        writer.op(op_type::READ, bin.particle_type, bin.name, bin.value);
-                    }
-                }
-            }
-            writer.finish();
-            self.records_sent += 1;
         }
         // Writes and UDFs run without the partition's read lock.
         drop(table);
         match &self.mode {
             Mode::Records => {}
             Mode::Aggregate(aggregate) => {
-                if let Err(code) = aggregate.run(aggregated, out) {
+                if let Err(code) = aggregate.run(sink.aggregated, out) {
                     self.error = Some(code);
                 }
             }
@@ -523,13 +666,134 @@ impl ScanJob {
                     &cluster,
                     self.namespace_index,
                     namespace,
-                    &digests,
+                    &sink.digests,
                     self.filter.as_ref(),
                     &mut self.scratch,
                     self.runner.as_ref(),
                 );
-                work.job.partition_done();
+                // A query's partitions are done shard by shard.
+                if scan {
+                    work.job.partition_done();
+                }
             }
+        }
+    }
+
+    /// Sends one record (or takes it for an aggregation or a background
+    /// job) if it passes the query and the filter; false once the job has
+    /// sent as many records as it may.
+    fn read_record(
+        &mut self,
+        namespace: &Namespace,
+        entry: &bolide_store::Entry<'_>,
+        bval: Option<i64>,
+        sink: &mut Sink,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        if self.limit_reached() {
+            return false;
+        }
+        // A record that cannot be read back is skipped (and logged).
+        let Ok(bytes) = namespace.record_bytes(entry, &mut sink.loaded) else {
+            return true;
+        };
+        let Some(record) = RecordView::parse(bytes) else {
+            return true;
+        };
+        let digest = Digest(*entry.digest);
+        if self.query.as_ref().is_some_and(|query| {
+            !query.matches(namespace, &digest, &entry.meta, &record, bytes.len())
+        }) {
+            return true;
+        }
+        if crate::check_filter(
+            namespace,
+            self.filter.as_ref(),
+            &digest,
+            &entry.meta,
+            &record,
+            bytes.len(),
+        )
+        .is_err()
+        {
+            return true;
+        }
+        match &self.mode {
+            Mode::Records => {}
+            Mode::Aggregate(_) => {
+                if let Some(info) =
+                    crate::jobs::record_info(namespace, &digest, entry.meta, record, bytes.len())
+                {
+                    sink.aggregated.push(info);
+                }
+                self.counted(&digest);
+                return true;
+            }
+            Mode::Background(_) => {
+                sink.digests.push(digest);
+                self.counted(&digest);
+                return true;
+            }
+        }
+        // As on the server, a record with none of the selected bins is
+        // not sent at all.
+        let selected = |bin: &bolide_store::Bin<'_>| self.bins.iter().any(|name| name == bin.name);
+        if !self.no_bin_data && !self.bins.is_empty() && !record.bins().any(|bin| selected(&bin)) {
+            return true;
+        }
+        let header = MsgHeader {
+            info1: if self.no_bin_data {
+                info1::NO_BIN_DATA
+            } else {
+                0
+            },
+            generation: u32::from(entry.meta.generation),
+            record_ttl: entry.meta.void_time,
+            ..MsgHeader::default()
+        };
+        let mut writer = ResponseWriter::begin_framed(out, &header, Framing::Row { index: 0 });
+        writer.field(field_type::NAMESPACE, namespace.name().as_bytes());
+        writer.field(field_type::DIGEST, entry.digest);
+        if let Some(set) = namespace.set_name(entry.meta.set_id) {
+            writer.field(field_type::SET, set.as_bytes());
+        }
+        if let Some((key_type, key)) = record.key {
+            // Type byte and key; short keys without an allocation.
+            let mut short = [0u8; 64];
+            match short.get_mut(..1 + key.len()) {
+                Some(field) => {
+                    field[0] = key_type;
+                    field[1..].copy_from_slice(key);
+                    writer.field(field_type::KEY, field);
+                }
+                None => {
+                    let mut field = Vec::with_capacity(1 + key.len());
+                    field.push(key_type);
+                    field.extend_from_slice(key);
+                    writer.field(field_type::KEY, &field);
+                }
+            }
+        }
+        if let Some(bval) = bval {
+            writer.field(field_type::BVAL_ARRAY, &bval.to_le_bytes());
+        }
+        if !self.no_bin_data {
+            for bin in record.bins() {
+                if self.bins.is_empty() || self.bins.iter().any(|name| name == bin.name) {
+                    writer.op(op_type::READ, bin.particle_type, bin.name, bin.value);
+                }
+            }
+        }
+        writer.finish();
+        self.counted(&digest);
+        true
+    }
+
+    /// Counts a record sent (or taken), which a query then passes over.
+    fn counted(&mut self, digest: &Digest) {
+        self.records_sent += 1;
+        if let Some(query) = &mut self.query {
+            query.sent(digest);
         }
     }
 

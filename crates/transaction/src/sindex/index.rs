@@ -1,63 +1,44 @@
-//! One secondary index: per partition, an ordered set of (bval, digest)
-//! entries, so a query visits only the partitions it is asked for, reads
-//! only the entries in its range, and resumes after a (bval, digest) pair
-//! exactly as the clients' partition trackers expect.
+//! One secondary index: its entries (bval, digest) in [`SHARDS`] ordered
+//! sets, each holding the entries of a block of consecutive partitions, so
+//! a query finds the partitions holding a value with one descent per shard
+//! (not one per partition), and a partition's entries are still its own:
+//! every entry carries its record's digest, so its partition, and a query
+//! of some partitions, or one resuming each partition after a (bval,
+//! digest) pair as the clients' partition trackers ask, filters the entries
+//! it walks by partition.
 //!
 //! Entries change under the record partition's write lock (through the
-//! store's record observer), and each tree has its own lock, taken after
+//! store's record observer), and each shard has its own lock, taken after
 //! the record partition's lock and never the other way round.
 
 use super::definition::Definition;
 use super::keys;
+use super::tree::EntrySet;
+pub use super::tree::{Entry, ENTRY_BYTES};
 use bolide_particles::expression::Expr;
 use bolide_store::{Namespace, RecordMeta, RecordView};
 use bolide_types::{now_citrusleaf_seconds, Digest, DIGEST_BYTES, PARTITION_COUNT};
 use parking_lot::RwLock;
-use std::collections::BTreeSet;
-use std::ops::Bound;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-/// Bytes of one entry: the bval (sign-flipped, big-endian, so byte order
-/// is numeric order) then the digest.
-pub const ENTRY_BYTES: usize = 8 + DIGEST_BYTES;
+/// Ordered sets per index. A query descends each once per bval range; a
+/// write locks the one of its partition. 8 keeps an equality query at 8
+/// descents (each is mostly cache misses, and a profile of equality
+/// queries put most of their index time there with 32 shards) and the
+/// lock of a shard shared by 512 partitions.
+pub const SHARDS: usize = 8;
+/// Consecutive partitions per shard.
+pub const PARTITIONS_PER_SHARD: usize = PARTITION_COUNT / SHARDS;
+const _: () = assert!(PARTITIONS_PER_SHARD * SHARDS == PARTITION_COUNT);
 
-/// One entry, ordered by bval then digest: the same order as its bytes',
-/// but the bval is compared as one integer (a query descends every
-/// partition's tree, and a byte-wise compare is a call to `memcmp`). 28
-/// bytes, no padding.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Entry([u8; ENTRY_BYTES]);
-
-impl Entry {
-    fn bval_key(&self) -> u64 {
-        let mut bval = [0u8; 8];
-        bval.copy_from_slice(&self.0[..8]);
-        u64::from_be_bytes(bval)
-    }
+/// The shard holding partition `partition`'s entries.
+#[inline]
+pub fn shard_of(partition: usize) -> usize {
+    partition / PARTITIONS_PER_SHARD
 }
-
-impl Ord for Entry {
-    fn cmp(&self, other: &Entry) -> std::cmp::Ordering {
-        self.bval_key()
-            .cmp(&other.bval_key())
-            .then_with(|| self.0[8..].cmp(&other.0[8..]))
-    }
-}
-
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Entry) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// Memory per entry the `used_bytes` statistic assumes: the resident
-/// memory an index of 1,000,000 integers added, 48.2 bytes per entry
-/// (`bench/sindex.py`, BENCHMARKS.md): 28 bytes of entry in B-tree leaves
-/// of 11 at the fill random inserts leave, inner nodes, allocator slack.
-const BYTES_PER_ENTRY_ESTIMATE: u64 = 48;
 
 /// A secondary index and its entries.
 pub struct SecondaryIndex {
@@ -68,8 +49,10 @@ pub struct SecondaryIndex {
     name: RwLock<String>,
     /// The set's id once the set exists (None: not yet, or no set).
     set_id: OnceLock<u16>,
-    trees: Box<[RwLock<BTreeSet<Entry>>]>,
+    shards: Box<[RwLock<EntrySet>]>,
     entries: AtomicI64,
+    /// Memory the shards hold (their own count, kept exact).
+    bytes: AtomicI64,
     /// Share of partitions populated, 0..=100.
     load_pct: AtomicU32,
     load_started: Instant,
@@ -81,8 +64,8 @@ pub struct SecondaryIndex {
 
 impl SecondaryIndex {
     pub fn new(definition: Definition) -> SecondaryIndex {
-        let trees = std::iter::repeat_with(|| RwLock::new(BTreeSet::new()))
-            .take(PARTITION_COUNT)
+        let shards = std::iter::repeat_with(|| RwLock::new(EntrySet::new()))
+            .take(SHARDS)
             .collect();
         let expression = definition
             .expression
@@ -93,8 +76,9 @@ impl SecondaryIndex {
             expression,
             definition,
             set_id: OnceLock::new(),
-            trees,
+            shards,
             entries: AtomicI64::new(0),
+            bytes: AtomicI64::new(0),
             load_pct: AtomicU32::new(0),
             load_started: Instant::now(),
             load_time_ms: AtomicU64::new(0),
@@ -116,9 +100,11 @@ impl SecondaryIndex {
         self.entries.load(Relaxed).max(0) as u64
     }
 
-    /// Estimated memory of the entries (see [`BYTES_PER_ENTRY_ESTIMATE`]).
+    /// Memory the index holds: its entries in their leaves (counted by
+    /// the sets themselves) and the shards.
     pub fn used_bytes(&self) -> u64 {
-        self.entries() * BYTES_PER_ENTRY_ESTIMATE
+        let shards = SHARDS * std::mem::size_of::<RwLock<EntrySet>>();
+        self.bytes.load(Relaxed).max(0) as u64 + shards as u64
     }
 
     pub fn load_pct(&self) -> u32 {
@@ -219,23 +205,35 @@ impl SecondaryIndex {
         if old == new {
             return;
         }
-        let Some(tree) = self.trees.get(partition) else {
+        let Some(shard) = self.shards.get(shard_of(partition)) else {
             return;
         };
-        let mut tree = tree.write();
+        let mut set = shard.write();
+        let before = set.bytes();
         let mut delta = 0i64;
         for bval in old.iter().filter(|bval| new.binary_search(bval).is_err()) {
-            if tree.remove(&entry(*bval, digest)) {
+            if set.remove(&Entry::new(*bval, digest)) {
                 delta -= 1;
             }
         }
         for bval in new.iter().filter(|bval| old.binary_search(bval).is_err()) {
-            if tree.insert(entry(*bval, digest)) {
+            if set.insert(Entry::new(*bval, digest)) {
                 delta += 1;
             }
         }
-        drop(tree);
+        let bytes = set.bytes() as i64 - before as i64;
+        drop(set);
         self.entries.fetch_add(delta, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Calls `visit` with the entries of shard `shard` from `from`
+    /// (included) upwards, in order, under the shard's read lock, until it
+    /// returns false.
+    pub fn walk(&self, shard: usize, from: &Entry, visit: impl FnMut(&Entry) -> bool) {
+        if let Some(set) = self.shards.get(shard) {
+            set.read().walk(from, visit);
+        }
     }
 
     /// Entries of partition `partition` with a bval in `start..=end`,
@@ -249,32 +247,24 @@ impl SecondaryIndex {
         resume: Option<(i64, &[u8; DIGEST_BYTES])>,
         limit: usize,
     ) -> Vec<(i64, Digest)> {
-        let Some(tree) = self.trees.get(partition) else {
-            return Vec::new();
-        };
-        if start > end {
-            return Vec::new();
+        let mut found = Vec::new();
+        if start > end || limit == 0 {
+            return found;
         }
-        let lower = match resume {
-            Some((bval, digest)) if bval >= start => Bound::Excluded(entry(bval, &Digest(*digest))),
-            _ => Bound::Included(entry(start, &Digest([0; DIGEST_BYTES]))),
-        };
-        let upper = entry(end, &Digest([0xff; DIGEST_BYTES]));
-        if let Bound::Excluded(low) = &lower {
-            if *low >= upper {
-                return Vec::new();
+        let after = resume.map(|(bval, digest)| Entry::new(bval, &Digest(*digest)));
+        let upper = Entry::last_of(end);
+        self.walk(shard_of(partition), &Entry::first_of(start), |entry| {
+            if *entry > upper {
+                return false;
             }
-        }
-        // One descent to the lower bound, then a walk that stops at the
-        // first entry past the upper one: a query visits every partition's
-        // tree, mostly to find nothing, and a two-sided range would descend
-        // twice.
-        tree.read()
-            .range((lower, Bound::Unbounded))
-            .take_while(|entry| **entry <= upper)
-            .take(limit)
-            .map(split)
-            .collect()
+            if usize::from(entry.partition()) == partition
+                && after.is_none_or(|after| *entry > after)
+            {
+                found.push((entry.bval(), entry.digest()));
+            }
+            found.len() < limit
+        });
+        found
     }
 
     /// Files every existing record of `namespace`, partition by partition
@@ -308,9 +298,9 @@ impl SecondaryIndex {
                     };
                     let digest = Digest(*record.digest);
                     let bvals = self.bvals_of(namespace, &digest, &record.meta, &view, bytes.len());
-                    fresh.extend(bvals.into_iter().map(|bval| entry(bval, &digest)));
+                    fresh.extend(bvals.into_iter().map(|bval| Entry::new(bval, &digest)));
                 }
-                self.bulk_insert(partition, fresh);
+                self.insert_many(partition, fresh);
             }
             // 100 only once the index is readable: clients query as soon
             // as they see it.
@@ -322,42 +312,52 @@ impl SecondaryIndex {
         self.readable.store(true, SeqCst);
         self.load_pct.store(100, SeqCst);
     }
-}
 
-impl SecondaryIndex {
-    /// Adds many entries to a partition's tree at once: the tree is built
-    /// again from the sorted entries, which packs its nodes full (entries
-    /// inserted one by one leave B-tree nodes about two thirds full).
-    fn bulk_insert(&self, partition: usize, fresh: Vec<Entry>) {
-        let Some(tree) = self.trees.get(partition) else {
+    /// Adds a partition's entries to its shard, in order.
+    fn insert_many(&self, partition: usize, mut fresh: Vec<Entry>) {
+        let Some(shard) = self.shards.get(shard_of(partition)) else {
             return;
         };
         if fresh.is_empty() {
             return;
         }
-        let mut tree = tree.write();
-        let before = tree.len();
-        let mut all: Vec<Entry> = std::mem::take(&mut *tree).into_iter().collect();
-        all.extend(fresh);
-        // Sorted, deduplicated, and built bottom-up with full nodes.
-        *tree = all.into_iter().collect();
-        let added = tree.len() - before;
-        drop(tree);
-        self.entries.fetch_add(added as i64, Relaxed);
+        fresh.sort_unstable();
+        let mut set = shard.write();
+        let before = set.bytes();
+        let mut added = 0i64;
+        for entry in fresh {
+            if set.insert(entry) {
+                added += 1;
+            }
+        }
+        let bytes = set.bytes() as i64 - before as i64;
+        drop(set);
+        self.entries.fetch_add(added, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
     }
 }
 
-fn entry(bval: i64, digest: &Digest) -> Entry {
-    let mut entry = [0u8; ENTRY_BYTES];
-    entry[..8].copy_from_slice(&((bval as u64) ^ (1 << 63)).to_be_bytes());
-    entry[8..].copy_from_slice(&digest.0);
-    Entry(entry)
-}
-
-fn split(entry: &Entry) -> (i64, Digest) {
-    let mut digest = [0u8; DIGEST_BYTES];
-    digest.copy_from_slice(&entry.0[8..]);
-    ((entry.bval_key() ^ (1 << 63)) as i64, Digest(digest))
+#[cfg(test)]
+impl SecondaryIndex {
+    /// Every entry, shard by shard, after checking each shard's
+    /// invariants and that the counts kept beside them agree.
+    pub(crate) fn checked_entries(&self) -> Vec<Entry> {
+        let mut all = Vec::new();
+        let mut bytes = 0;
+        for (shard, set) in self.shards.iter().enumerate() {
+            let set = set.read();
+            set.check();
+            bytes += set.bytes();
+            for entry in set.iter() {
+                assert_eq!(shard_of(usize::from(entry.partition())), shard);
+                all.push(*entry);
+            }
+        }
+        assert_eq!(all.len() as u64, self.entries());
+        assert_eq!(bytes as i64, self.bytes.load(Relaxed));
+        all.sort_unstable();
+        all
+    }
 }
 
 #[cfg(test)]
@@ -378,46 +378,31 @@ mod tests {
         })
     }
 
-    #[test]
-    fn entry_order_is_byte_order() {
-        let values = [i64::MIN, -256, -1, 0, 1, 255, 256, i64::MAX];
-        let digests = [Digest([0; DIGEST_BYTES]), Digest([7; DIGEST_BYTES]), {
-            let mut d = [0xff; DIGEST_BYTES];
-            d[0] = 0;
-            Digest(d)
-        }];
-        let mut entries = Vec::new();
-        for &bval in &values {
-            for digest in &digests {
-                entries.push(entry(bval, digest));
-            }
-        }
-        for a in &entries {
-            for b in &entries {
-                assert_eq!(a.cmp(b), a.0.cmp(&b.0), "{:?} {:?}", split(a), split(b));
-            }
-            assert_eq!(split(a), split(&entry(split(a).0, &split(a).1)));
-        }
+    /// A digest of partition `partition`, distinct for each `n`.
+    fn digest_in(partition: u16, n: u8) -> Digest {
+        let mut d = [n; DIGEST_BYTES];
+        d[..2].copy_from_slice(&partition.to_le_bytes());
+        Digest(d)
     }
 
     #[test]
     fn entries_sort_by_signed_bval_then_digest_and_resume_after() {
         let index = index();
-        let d = |n: u8| Digest([n; DIGEST_BYTES]);
+        let d = |n: u8| digest_in(0, n);
         for (bval, n) in [(-5, 1), (3, 2), (3, 1), (i64::MIN, 9), (i64::MAX, 9)] {
             index.update(0, &d(n), &[], &[bval]);
         }
         assert_eq!(index.entries(), 5);
         let all = index.range(0, i64::MIN, i64::MAX, None, usize::MAX);
-        let got: Vec<(i64, u8)> = all.iter().map(|(b, d)| (*b, d.0[0])).collect();
+        let got: Vec<(i64, u8)> = all.iter().map(|(b, d)| (*b, d.0[19])).collect();
         assert_eq!(
             got,
             vec![(i64::MIN, 9), (-5, 1), (3, 1), (3, 2), (i64::MAX, 9)]
         );
-        let after = index.range(0, -10, 10, Some((3, &[1; DIGEST_BYTES])), usize::MAX);
+        let after = index.range(0, -10, 10, Some((3, &d(1).0)), usize::MAX);
         assert_eq!(after.len(), 1);
         assert_eq!(after[0].0, 3);
-        assert_eq!(after[0].1 .0[0], 2);
+        assert_eq!(after[0].1 .0[19], 2);
         // A resume point before the range start reads from the start.
         assert_eq!(
             index
@@ -430,5 +415,38 @@ mod tests {
         index.update(0, &d(2), &[4], &[]);
         assert_eq!(index.entries(), 4);
         assert!(index.range(0, 5, 4, None, usize::MAX).is_empty());
+    }
+
+    #[test]
+    fn partitions_sharing_a_shard_keep_their_own_entries_and_bytes_are_counted() {
+        let index = index();
+        let empty = index.used_bytes();
+        assert_eq!(shard_of(0), shard_of(PARTITIONS_PER_SHARD - 1));
+        assert_ne!(shard_of(0), shard_of(PARTITIONS_PER_SHARD));
+        for n in 0..200u8 {
+            for partition in [0u16, 1, PARTITIONS_PER_SHARD as u16] {
+                let digest = digest_in(partition, n);
+                index.update(usize::from(partition), &digest, &[], &[i64::from(n) % 10]);
+            }
+        }
+        assert_eq!(index.entries(), 600);
+        for partition in [0usize, 1, PARTITIONS_PER_SHARD] {
+            let found = index.range(partition, 0, 9, None, usize::MAX);
+            assert_eq!(found.len(), 200);
+            assert!(found
+                .iter()
+                .all(|(_, digest)| digest.partition_id().index() == partition));
+            assert_eq!(index.range(partition, 3, 3, None, usize::MAX).len(), 20);
+            assert_eq!(index.range(partition, 0, 9, None, 7).len(), 7);
+        }
+        assert!(index.used_bytes() > empty + 600 * ENTRY_BYTES as u64);
+        for n in 0..200u8 {
+            for partition in [0u16, 1, PARTITIONS_PER_SHARD as u16] {
+                let digest = digest_in(partition, n);
+                index.update(usize::from(partition), &digest, &[i64::from(n) % 10], &[]);
+            }
+        }
+        assert_eq!(index.entries(), 0);
+        assert_eq!(index.used_bytes(), empty);
     }
 }

@@ -12,6 +12,7 @@ pub mod cells;
 pub mod definition;
 pub mod index;
 pub mod keys;
+pub mod tree;
 
 use crate::metadata;
 use bolide_store::{Namespace, RecordChange, RecordMeta, RecordObserver, RecordView, Store};
@@ -462,5 +463,180 @@ impl RecordObserver for NamespaceIndexes {
             let new_bvals = bvals(index, &new);
             index.update(change.partition, change.digest, &old_bvals, &new_bvals);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bolide_store::{record, Copy, NamespaceConfig};
+    use bolide_types::{particle, Digest, DIGEST_BYTES, PARTITION_COUNT};
+    use std::time::{Duration, Instant};
+
+    /// Record `n`'s digest: spread over every partition, distinct.
+    fn digest(n: u32) -> Digest {
+        let mut d = [0u8; DIGEST_BYTES];
+        let pid = (n.wrapping_mul(2_654_435_761) >> 7) as u16 % PARTITION_COUNT as u16;
+        d[..2].copy_from_slice(&pid.to_le_bytes());
+        d[4..8].copy_from_slice(&n.to_be_bytes());
+        Digest(d)
+    }
+
+    /// A record with integer bin `v` (none if `v` is None).
+    fn record_bytes(v: Option<i64>) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let value = v.unwrap_or(0).to_be_bytes();
+        let bins = v.map(|_| record::Bin {
+            name: b"v",
+            particle_type: particle::INTEGER,
+            value: &value,
+        });
+        record::encode(&mut bytes, None, bins.into_iter());
+        bytes
+    }
+
+    fn put(namespace: &Namespace, n: u32, v: Option<i64>, last_update_ms: u64) {
+        let d = digest(n);
+        let meta = RecordMeta {
+            generation: 1,
+            last_update_ms,
+            ..RecordMeta::default()
+        };
+        namespace
+            .write(&d)
+            .put(&d, meta, &record_bytes(v))
+            .expect("memory put");
+    }
+
+    fn definition() -> Definition {
+        Definition {
+            namespace: "test".into(),
+            name: "v".into(),
+            set: None,
+            bin: "v".into(),
+            key_type: KeyType::Numeric,
+            collection: Collection::Default,
+            context: None,
+            expression: None,
+        }
+    }
+
+    /// The live index must hold exactly what an index built afresh over
+    /// the namespace holds, and count its entries and bytes right.
+    fn assert_consistent(namespace: &Namespace, live: &SecondaryIndex) -> usize {
+        let fresh = SecondaryIndex::new(definition());
+        fresh.populate(namespace);
+        let want = fresh.checked_entries();
+        let got = live.checked_entries();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "the live index differs from a fresh build");
+        got.len()
+    }
+
+    /// Writes, updates, deletes, partitions dropped (a migration away),
+    /// copies applied (a migration in, records and tombstones), and a
+    /// truncation swept: after each, the index is what a fresh build over
+    /// the records gives, and an empty index holds no leaf.
+    #[test]
+    fn the_index_follows_every_way_a_record_changes() {
+        let store = Store::new(vec![NamespaceConfig::with_name("test")]);
+        let sindexes = Sindexes::open(&store, None, Arc::new(|| {})).expect("open");
+        let namespace = store.namespace(b"test").expect("namespace").clone();
+        // Records from before the index exists, and the index built over
+        // them in the background.
+        for n in 0..3000 {
+            put(&namespace, n, Some(i64::from(n % 97) - 40), 1000);
+        }
+        sindexes.create(definition()).expect("create");
+        let index = sindexes.find("test", "v").expect("index");
+        let started = Instant::now();
+        while !index.is_readable() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "index never readable"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let empty_bytes = SecondaryIndex::new(definition()).used_bytes();
+        assert_eq!(assert_consistent(&namespace, &index), 3000);
+
+        // Writes after: new records, moved values, a bin removed, deletes.
+        for n in 3000..5000 {
+            put(&namespace, n, Some(i64::from(n % 13)), 1000);
+        }
+        for n in (0..5000).step_by(7) {
+            put(&namespace, n, Some(1_000_000 + i64::from(n)), 1000);
+        }
+        for n in (1..5000).step_by(11) {
+            put(&namespace, n, None, 1000);
+        }
+        for n in (2..5000).step_by(5) {
+            let d = digest(n);
+            namespace.write(&d).delete(&d).expect("delete");
+        }
+        let after_writes = assert_consistent(&namespace, &index);
+        assert!(after_writes > 2500, "{after_writes}");
+
+        // A migration away: the node forgets 1,000 partitions.
+        for pid in (0..PARTITION_COUNT).step_by(4) {
+            namespace.drop_partition(pid);
+        }
+        let after_drops = assert_consistent(&namespace, &index);
+        assert!(after_drops < after_writes * 4 / 5, "{after_drops}");
+
+        // A migration in: records copied from another node (some new,
+        // some replacing), and tombstones deleting records.
+        let newer = |n: u32, v: Option<i64>| (n, record_bytes(v));
+        let copies: Vec<(u32, Vec<u8>)> = (0..4000)
+            .step_by(3)
+            .map(|n| newer(n, Some(-i64::from(n))))
+            .collect();
+        for (n, bytes) in &copies {
+            let copy = Copy {
+                digest: digest(*n),
+                generation: 9,
+                last_update_ms: 2000,
+                void_time: 0,
+                set_name: b"",
+                record: Some(bytes),
+            };
+            namespace
+                .write(&copy.digest)
+                .apply_copy(&copy, |_, _| true)
+                .expect("copy");
+        }
+        for n in (0..4000).step_by(17) {
+            let copy = Copy {
+                digest: digest(n),
+                generation: 10,
+                last_update_ms: 2001,
+                void_time: 0,
+                set_name: b"",
+                record: None,
+            };
+            namespace
+                .write(&copy.digest)
+                .apply_copy(&copy, |_, _| true)
+                .expect("tombstone");
+        }
+        assert!(assert_consistent(&namespace, &index) > after_drops);
+
+        // A truncation of everything written before 1500 ms, then its
+        // sweep: only the copies (at 2000 ms) stay.
+        namespace.truncate(None, 1500).expect("truncate");
+        namespace.sweep(0);
+        let after_truncate = assert_consistent(&namespace, &index);
+        assert!(index
+            .checked_entries()
+            .iter()
+            .all(|entry| entry.bval() <= 0));
+        assert!(after_truncate > 0);
+
+        // Every record gone: no entry and no leaf left.
+        namespace.truncate(None, 10_000).expect("truncate");
+        namespace.sweep(0);
+        assert_eq!(assert_consistent(&namespace, &index), 0);
+        assert_eq!(index.entries(), 0);
+        assert_eq!(index.used_bytes(), empty_bytes);
     }
 }

@@ -1,0 +1,377 @@
+//! One Redis database as records: a key is a record in set `redis<db>` of
+//! the Redis namespace, its digest computed from the set and the key as an
+//! Aerospike client computes it for a string key, so the Aerospike clients
+//! find the same record. Every read runs as a typed read request; every
+//! change is read, computed here, and written back with a generation check
+//! (or create-only), retried on a conflict, so each Redis command is
+//! atomic on its key.
+
+use crate::value::{Value, BIN_EXPIRY};
+use bolide_store::{RecordView, Store};
+use bolide_transaction::{Action, Answer, Key, Ops, Policy, RecordRequest, UdfCall};
+use bolide_types::{particle, Digest, ResultCode};
+use bolide_wire::{message::op_type, Op};
+use ripemd::{Digest as _, Ripemd160};
+
+/// How a front end runs typed requests (the server implements it).
+pub trait Records {
+    /// Runs one single-record request into `answer`. `Err` carries a Redis
+    /// error text when the request cannot be served from here.
+    fn run(&mut self, request: &RecordRequest<'_>, answer: &mut Answer) -> Result<(), String>;
+    fn store(&self) -> &Store;
+}
+
+/// A key's value and expiry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub value: Value,
+    /// Absolute expiry in ms since the Unix epoch.
+    pub expiry_ms: Option<u64>,
+}
+
+/// What a read found: the value (None when missing or expired) and the
+/// record's generation (None when there is no record at all).
+pub struct Loaded {
+    pub entry: Option<Entry>,
+    pub generation: Option<u16>,
+}
+
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Most tries of one read-compute-write before giving up.
+const TRIES_MAX: usize = 64;
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The set a database's keys live in.
+pub fn set_name(db: usize) -> Vec<u8> {
+    format!("redis{db}").into_bytes()
+}
+
+/// The digest an Aerospike client computes for string key `key` in `set`.
+pub fn digest(set: &[u8], key: &[u8]) -> Digest {
+    let mut hasher = Ripemd160::new();
+    hasher.update(set);
+    hasher.update([particle::STRING]);
+    hasher.update(key);
+    let mut out = [0u8; 20];
+    out.copy_from_slice(&hasher.finalize());
+    Digest(out)
+}
+
+/// What a write expects of the record it replaces.
+#[derive(Clone, Copy)]
+enum Guard {
+    /// Nothing: it replaces whatever is there.
+    Any,
+    /// No record.
+    Absent,
+    /// The record at this generation.
+    Generation(u16),
+}
+
+/// A Redis database on a namespace.
+pub struct Db<'r> {
+    pub records: &'r mut dyn Records,
+    pub namespace: &'r [u8],
+    pub set: Vec<u8>,
+}
+
+fn code_error(code: ResultCode) -> String {
+    match code {
+        ResultCode::RecordTooBig => {
+            "ERR value too large: the record exceeds the namespace's max-record-size".to_owned()
+        }
+        ResultCode::OutOfSpace | ResultCode::DeviceOverload => {
+            "OOM command not allowed when used memory > 'maxmemory'.".to_owned()
+        }
+        ResultCode::Namespace => "ERR the Redis namespace does not exist".to_owned(),
+        ResultCode::Forbidden => "ERR the namespace refuses this write (forbidden)".to_owned(),
+        ResultCode::Timeout => "TRYAGAIN the record is busy, try again".to_owned(),
+        other => format!("ERR storage error {} ({other:?})", other.as_u8()),
+    }
+}
+
+fn request<'a>(
+    namespace: &'a [u8],
+    set: &'a [u8],
+    key: &'a [u8],
+    action: Action,
+    policy: Policy,
+    ops: &'a [Op<'a>],
+) -> RecordRequest<'a> {
+    RecordRequest {
+        namespace,
+        set: Some(set),
+        digest: digest(set, key),
+        key: Some(Key::Typed(particle::STRING, key)),
+        action,
+        policy,
+        ops: Ops::Slice(ops),
+        filter: None,
+        udf: UdfCall::default(),
+    }
+}
+
+impl Db<'_> {
+    /// Reads a key.
+    pub fn load(&mut self, key: &[u8]) -> Result<Loaded, String> {
+        let policy = Policy {
+            read: true,
+            read_all_bins: true,
+            ..Policy::default()
+        };
+        let request = request(self.namespace, &self.set, key, Action::Read, policy, &[]);
+        let mut answer = Answer::default();
+        let run = self.records.run(&request, &mut answer);
+        run?;
+        match answer.code {
+            Some(ResultCode::Ok) => {}
+            Some(ResultCode::NotFound) => {
+                return Ok(Loaded {
+                    entry: None,
+                    generation: None,
+                })
+            }
+            Some(code) => return Err(code_error(code)),
+            None => return Err("ERR no answer from storage".to_owned()),
+        }
+        let mut value = None;
+        let mut expiry_ms = None;
+        for (_, particle_type, name, bytes) in &answer.bins {
+            if name == BIN_EXPIRY {
+                if let Ok(be) = <[u8; 8]>::try_from(bytes.as_slice()) {
+                    expiry_ms = Some(i64::from_be_bytes(be).max(0) as u64);
+                }
+            } else if value.is_none() {
+                value = Value::decode(name, *particle_type, bytes);
+            }
+        }
+        let expired = expiry_ms.is_some_and(|at| at <= now_ms());
+        let entry = match value {
+            Some(value) if !expired => Some(Entry { value, expiry_ms }),
+            _ => None,
+        };
+        Ok(Loaded {
+            entry,
+            generation: Some(answer.generation),
+        })
+    }
+
+    /// Writes (or with None deletes) a key whose record had `generation`
+    /// when it was read. Ok(false): the record changed meanwhile.
+    pub fn save(
+        &mut self,
+        key: &[u8],
+        generation: Option<u16>,
+        entry: Option<&Entry>,
+    ) -> Result<bool, String> {
+        let guard = match generation {
+            Some(generation) => Guard::Generation(generation),
+            None => Guard::Absent,
+        };
+        self.write(key, guard, entry)
+    }
+
+    /// Writes (or with None deletes) a key whatever it holds: one request,
+    /// no read (a plain SET).
+    pub fn put(&mut self, key: &[u8], entry: Option<&Entry>) -> Result<(), String> {
+        self.write(key, Guard::Any, entry).map(|_| ())
+    }
+
+    fn write(&mut self, key: &[u8], guard: Guard, entry: Option<&Entry>) -> Result<bool, String> {
+        let entry = entry.filter(|entry| {
+            !entry.value.is_empty_collection() && entry.expiry_ms.is_none_or(|at| at > now_ms())
+        });
+        let Some(entry) = entry else {
+            let generation = match guard {
+                Guard::Absent => return Ok(true),
+                Guard::Any => None,
+                Guard::Generation(generation) => Some(generation),
+            };
+            let policy = Policy {
+                delete: true,
+                generation_equal: generation.is_some(),
+                generation: generation.map_or(0, u32::from),
+                ..Policy::default()
+            };
+            let request = request(self.namespace, &self.set, key, Action::Write, policy, &[]);
+            let mut answer = Answer::default();
+            self.records.run(&request, &mut answer)?;
+            return match answer.code {
+                Some(ResultCode::Ok | ResultCode::NotFound) => Ok(true),
+                Some(ResultCode::Generation) => Ok(false),
+                Some(code) => Err(code_error(code)),
+                None => Err("ERR no answer from storage".to_owned()),
+            };
+        };
+        let (name, particle_type, bytes) = entry.value.encode();
+        let expiry = entry.expiry_ms.map(|at| (at as i64).to_be_bytes());
+        let mut ops = vec![Op {
+            op_type: op_type::WRITE,
+            particle_type,
+            flags: 0,
+            name,
+            value: &bytes,
+        }];
+        if let Some(expiry) = &expiry {
+            ops.push(Op {
+                op_type: op_type::WRITE,
+                particle_type: particle::INTEGER,
+                flags: 0,
+                name: BIN_EXPIRY,
+                value: expiry,
+            });
+        }
+        let mut ttl = match entry.expiry_ms {
+            // The record outlives its Redis expiry by a second at most:
+            // reads hide it from then on, and expiry removes it.
+            Some(at) => {
+                (at.saturating_sub(now_ms()).div_ceil(1000) + 1).min(u64::from(u32::MAX - 2)) as u32
+            }
+            None => u32::MAX,
+        };
+        loop {
+            let policy = match guard {
+                Guard::Generation(generation) => Policy {
+                    create_or_replace: true,
+                    generation_equal: true,
+                    generation: u32::from(generation),
+                    ttl,
+                    ..Policy::default()
+                },
+                Guard::Absent => Policy {
+                    create_only: true,
+                    ttl,
+                    ..Policy::default()
+                },
+                Guard::Any => Policy {
+                    create_or_replace: true,
+                    ttl,
+                    ..Policy::default()
+                },
+            };
+            let request = request(self.namespace, &self.set, key, Action::Write, policy, &ops);
+            let mut answer = Answer::default();
+            self.records.run(&request, &mut answer)?;
+            return match answer.code {
+                Some(ResultCode::Ok) => Ok(true),
+                Some(ResultCode::Generation | ResultCode::RecordExists | ResultCode::NotFound) => {
+                    Ok(false)
+                }
+                // A namespace without expiry refuses record TTLs: the key
+                // then expires by its `pexp` bin alone (reads hide it).
+                Some(ResultCode::Forbidden) if ttl != u32::MAX => {
+                    ttl = u32::MAX;
+                    continue;
+                }
+                Some(code) => Err(code_error(code)),
+                None => Err("ERR no answer from storage".to_owned()),
+            };
+        }
+    }
+
+    /// Reads `key`, lets `change` modify it, and writes the result back if
+    /// `change` says it changed it; retried from the read on a conflict.
+    pub fn update<T>(
+        &mut self,
+        key: &[u8],
+        mut change: impl FnMut(&mut Option<Entry>) -> Result<(T, bool), String>,
+    ) -> Result<T, String> {
+        for _ in 0..TRIES_MAX {
+            let Loaded {
+                mut entry,
+                generation,
+            } = self.load(key)?;
+            let (result, changed) = change(&mut entry)?;
+            if !changed || self.save(key, generation, entry.as_ref())? {
+                return Ok(result);
+            }
+        }
+        Err("TRYAGAIN the key changed too often while this command ran".to_owned())
+    }
+
+    /// Just the value of `key`.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Entry>, String> {
+        Ok(self.load(key)?.entry)
+    }
+
+    /// Keys of this database, from partition `cursor` on, at least `count`
+    /// of them unless the partitions run out: the keys and the next cursor
+    /// (0: done). `keep` filters.
+    pub fn scan(
+        &self,
+        cursor: usize,
+        count: usize,
+        keep: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> (Vec<Vec<u8>>, usize) {
+        let store = self.records.store();
+        let mut keys = Vec::new();
+        let Some(namespace) = store.namespace(self.namespace) else {
+            return (keys, 0);
+        };
+        let Some(set_id) = namespace.existing_set_id(&self.set) else {
+            return (keys, 0);
+        };
+        let now = bolide_types::now_citrusleaf_seconds();
+        let now_unix_ms = now_ms();
+        let mut partition = cursor;
+        let mut buf = Vec::new();
+        while partition < bolide_types::PARTITION_COUNT && keys.len() < count {
+            if let Some(table) = namespace.read_partition(partition) {
+                table.for_each(|entry| {
+                    if entry.meta.set_id != set_id || namespace.is_doomed(&entry.meta, now) {
+                        return;
+                    }
+                    let Ok(bytes) = namespace.record_bytes(&entry, &mut buf) else {
+                        return;
+                    };
+                    let Some(view) = RecordView::parse(bytes) else {
+                        return;
+                    };
+                    let Some((_, key)) = view.key else {
+                        return;
+                    };
+                    if let Some(bin) = view.bin(BIN_EXPIRY) {
+                        if let Ok(be) = <[u8; 8]>::try_from(bin.value) {
+                            if (i64::from_be_bytes(be).max(0) as u64) <= now_unix_ms {
+                                return;
+                            }
+                        }
+                    }
+                    let type_bin = view.bins().next().map(|bin| bin.name).unwrap_or_default();
+                    if keep(key, type_bin) {
+                        keys.push(key.to_vec());
+                    }
+                });
+            }
+            partition += 1;
+        }
+        let next = if partition >= bolide_types::PARTITION_COUNT {
+            0
+        } else {
+            partition
+        };
+        (keys, next)
+    }
+
+    /// Removes every key of this database (a set truncate).
+    pub fn flush(&self) -> Result<(), String> {
+        let store = self.records.store();
+        let Some(namespace) = store.namespace(self.namespace) else {
+            return Ok(());
+        };
+        // Everything written up to now goes; a write after this reply is
+        // stamped later than the truncation point.
+        let before = bolide_types::now_citrusleaf_milliseconds() + 1;
+        namespace
+            .truncate(Some(&self.set), before)
+            .map_err(|error| format!("ERR flush failed: {error}"))?;
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        Ok(())
+    }
+}

@@ -1,0 +1,30 @@
+//! The Redis front end: RESP2/RESP3 framing (`resp`, no I/O), the command
+//! table (`table`), one connection's state and dispatch (`session`), and
+//! the Redis types mapped onto records (`value`, `keyspace`, `data`,
+//! `collections`; docs/redis.md has the mapping). Each Redis key is one
+//! record in the Redis namespace, in set `redis<db>`, read and written
+//! through the transaction layer's typed requests, so the Aerospike
+//! clients see the same records.
+//!
+//! Depends on `bolide-types`, `bolide-wire` (its msgpack reader),
+//! `bolide-store` (key scans and set truncation) and
+//! `bolide-transaction` (typed requests and answers); knows nothing of
+//! sockets: the server's connection feeds it bytes and writes its output.
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+
+mod collections;
+mod data;
+pub mod hll;
+pub mod keyspace;
+pub mod pubsub;
+pub mod resp;
+pub mod session;
+pub mod table;
+pub mod value;
+
+#[cfg(test)]
+mod tests;
+
+pub use keyspace::Records;
+pub use session::{Session, Shared, Step};
