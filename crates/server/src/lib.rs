@@ -216,9 +216,11 @@ fn redis_listener(config: &Config) -> Result<Option<TcpListener>, String> {
     if config.security.is_some() {
         // RESP has no login here yet (AUTH): a secured node serving it
         // would let anyone past its access control.
-        return Err("network redis: a node with security { } does not serve the Redis \
+        return Err(
+            "network redis: a node with security { } does not serve the Redis \
                     protocol yet (it has no AUTH); remove network { redis { } } or security { }"
-            .to_owned());
+                .to_owned(),
+        );
     }
     let address = SocketAddr::new(config.redis_address, port);
     match net::bind(address) {
