@@ -277,7 +277,7 @@ def plot_with_venv(out: Path) -> None:
         pass
     venv = cl.ROOT / ".cache" / "bench-venv"
     python = venv / "bin" / "python"
-    if subprocess.run([str(python), "-c", "import matplotlib"], capture_output=True).returncode != 0:
+    if not python.exists() or subprocess.run([str(python), "-c", "import matplotlib"], capture_output=True).returncode != 0:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", "matplotlib"], check=True)
     subprocess.run([str(python), __file__, "--plot", str(out)], check=True)

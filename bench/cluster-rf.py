@@ -14,7 +14,8 @@ servers, `-w I` over KEYS keys (the insert figure), then `RU,50` and
 `RU,100` for SECONDS_PER_RUN each; `-o S:100 -c 32 --depth DEPTH`;
 bolide-bench gets `--cluster` for clusters of 2 and 3 nodes. ROUNDS
 rounds, the order of the configurations rotated each round. The 1-minute
-load average is recorded before each run.
+load average is recorded before each run, and so is how many requests the
+nodes proxied during it (`client_proxy_*` in `statistics`: 0 at RF 1).
 
 Writes results.md and runs.json to bench/results/cluster-rf-<stamp>/ (or
 RESULTS_DIR). Knobs (env): ROUNDS, KEYS, SECONDS_PER_RUN, DEPTH,
@@ -46,6 +47,20 @@ BASE_PORT = int(os.environ.get("BASE_PORT", "4500"))
 WORKLOADS = ["I", "RU,50", "RU,100"]
 
 
+def proxied(server) -> int:
+    """Requests the nodes proxied to another node so far (0 for Redis and a
+    single node): at RF 1 a client that knows the map sends every request
+    to its master, so this stays 0."""
+    if not isinstance(server, cl.Cluster) or not server.heartbeat:
+        return 0
+    total = 0
+    for i in range(server.size):
+        stats = server.stats(i)
+        total += sum(int(stats.get(k, "0")) for k in
+                     ("client_proxy_complete", "client_proxy_error", "client_proxy_timeout"))
+    return total
+
+
 def run_config(name: str, out: Path, round_no: int) -> list:
     work = out / f"r{round_no}-{name}"
     work.mkdir(parents=True, exist_ok=True)
@@ -61,6 +76,7 @@ def run_config(name: str, out: Path, round_no: int) -> list:
         port, protocol, cluster = BASE_PORT, "aerospike", True
     rows = []
     try:
+        proxied_before = proxied(server)
         for workload in WORKLOADS:
             args = ["-k", str(KEYS), "-o", "S:100", "-c", str(CONCURRENCY), "--depth", str(DEPTH), "-w", workload]
             if workload != "I":
@@ -68,17 +84,20 @@ def run_config(name: str, out: Path, round_no: int) -> list:
             summary = cl.run_bench(port, args, work / f"{workload.replace(',', '_')}.json", CLIENT_CPUS, protocol,
                                    cluster, server.pids())
             total = summary["total"]
+            proxied_now = proxied(server)
             row = {
                 "round": round_no, "config": name, "workload": workload, "tps": round(total["tps"]),
                 "p50": total["latency_microseconds"]["p50"], "p99": total["latency_microseconds"]["p99"],
                 "errors": total["errors"], "timeouts": total["timeouts"],
                 "server_cpu_percent": summary["server_cpu_percent"], "loadavg": summary["loadavg_before"],
                 "count": total["count"], "server_cpu_seconds": summary["server_cpu_seconds"],
-                "command": summary["command"],
+                "command": summary["command"], "proxied": proxied_now - proxied_before,
             }
+            proxied_before = proxied_now
             rows.append(row)
             print(f"round {round_no} {name:7} {workload:7} {row['tps']:>8} ops/s  p50 {row['p50']:>6}  "
-                  f"p99 {row['p99']:>6} µs  server CPU {row['server_cpu_percent']}%  load {row['loadavg']}",
+                  f"p99 {row['p99']:>6} µs  server CPU {row['server_cpu_percent']}%  proxied {row['proxied']}  "
+                f"load {row['loadavg']}",
                   flush=True)
     finally:
         server.stop()
@@ -130,6 +149,9 @@ def report(rows: list, out: Path) -> str:
     lines += ["", f"Runs with errors or timeouts: {len(errors)}"]
     lines += [f"- round {r['round']} {r['config']} {r['workload']}: {r['errors']} errors, {r['timeouts']} timeouts"
               for r in errors]
+    proxies = [r for r in rows if r.get("proxied")]
+    lines += ["", f"Runs in which a node proxied requests (client_proxy_*): {len(proxies)}"]
+    lines += [f"- round {r['round']} {r['config']} {r['workload']}: {r['proxied']} proxied" for r in proxies]
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text

@@ -48,6 +48,8 @@ fi
 
 section "cargo build --release -p bolide-server -p bolide-bench -p bolide-cli"
 cargo build --release -p bolide-server -p bolide-bench -p bolide-cli
+# The throwaway PKI of the TLS tests (tests/python/tls_helpers.py).
+cargo build --release -p bolide-server --example tls_certs
 export BOLIDED_BIN="$ROOT/target/release/bolided"
 export BOLIDE_BENCH_BIN="$ROOT/target/release/bolide-bench"
 [[ -x "$BOLIDED_BIN" ]] || { echo "missing $BOLIDED_BIN after build" >&2; exit 1; }

@@ -17,6 +17,7 @@
 pub mod balance;
 pub mod codec;
 pub mod conflict;
+pub mod datapath;
 pub mod fabric;
 pub mod membership;
 pub mod message;

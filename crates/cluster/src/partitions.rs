@@ -23,7 +23,7 @@ pub enum EmigrationKind {
 
 /// A migration this node must start: send partition `pid` of namespace
 /// `namespace` (index) to `to`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Emigration {
     pub namespace: usize,
     pub pid: u16,
@@ -391,14 +391,14 @@ impl NamespaceState {
                 route.flags |= flag::WRITE | flag::READ;
                 // Until the merge ends, a write first resolves the record
                 // against the copies not merged yet.
-                let pending: Vec<Member> = if me == part.final_master() {
-                    local.sources.clone()
+                route.duplicates = if me == part.final_master() {
+                    local
+                        .sources
+                        .iter()
+                        .fold(0u64, |mask, &member| mask | 1u64 << member)
                 } else {
-                    part.resolve_against(me)
+                    part.resolve_against_mask(me)
                 };
-                for member in pending {
-                    route.duplicates |= 1u64 << member;
-                }
                 if local
                     .emigrating
                     .iter()
@@ -411,9 +411,7 @@ impl NamespaceState {
             }
             let final_master = part.final_master();
             if me == final_master {
-                for &source in &part.final_master_sources() {
-                    route.immigrate_from |= 1u64 << source;
-                }
+                route.immigrate_from |= part.final_master_sources_mask();
             } else if part.fills.contains(&me) {
                 route.immigrate_from |= 1u64 << final_master;
             }

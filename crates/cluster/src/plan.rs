@@ -71,6 +71,36 @@ impl PartitionPlan {
         members
     }
 
+    /// [`Self::resolve_against`] as a members mask (no allocation: the
+    /// routing is computed for every partition at each publish).
+    pub fn resolve_against_mask(&self, master: Member) -> u64 {
+        let mut mask = 0u64;
+        for &member in &self.duplicates {
+            if member != master {
+                mask |= 1u64 << member;
+            }
+        }
+        if self.final_master_divergent && self.final_master() != master {
+            mask |= 1u64 << self.final_master();
+        }
+        mask
+    }
+
+    /// [`Self::final_master_sources`] as a members mask.
+    pub fn final_master_sources_mask(&self) -> u64 {
+        let final_master = self.final_master();
+        let mut mask = 0u64;
+        if self.working_master != final_master {
+            mask |= 1u64 << self.working_master;
+        }
+        for &member in &self.duplicates {
+            if member != final_master {
+                mask |= 1u64 << member;
+            }
+        }
+        mask
+    }
+
     /// The members the final master must receive a copy from before it is
     /// complete: the working master (if another member) and the duplicates.
     pub fn final_master_sources(&self) -> Vec<Member> {
@@ -254,6 +284,38 @@ mod tests {
 
     fn order(n: u8) -> Vec<Member> {
         (0..n).collect()
+    }
+
+    fn mask(members: &[Member]) -> u64 {
+        members.iter().fold(0, |mask, &m| mask | 1u64 << m)
+    }
+
+    #[test]
+    fn masks_name_the_same_members_as_the_lists() {
+        for (working_master, duplicates, divergent) in [
+            (0, vec![], false),
+            (2, vec![3, 5], false),
+            (1, vec![0, 1, 4], true),
+            (0, vec![2], true),
+        ] {
+            let plan = PartitionPlan {
+                order: vec![0, 1, 2],
+                working_master,
+                duplicates,
+                final_master_divergent: divergent,
+                ..PartitionPlan::default()
+            };
+            assert_eq!(
+                plan.final_master_sources_mask(),
+                mask(&plan.final_master_sources())
+            );
+            for master in 0..6 {
+                assert_eq!(
+                    plan.resolve_against_mask(master),
+                    mask(&plan.resolve_against(master))
+                );
+            }
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 
 use crate::NodeId;
 use bolide_types::PARTITION_COUNT;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
 
 /// Largest cluster (member indices fit in a u64 mask).
 pub const CLUSTER_SIZE_MAX: usize = 64;
@@ -240,9 +242,53 @@ impl Gates {
     pub fn open_all(&self) {
         for gates in &self.namespaces {
             for gate in gates.iter() {
-                gate.closed
-                    .store(false, std::sync::atomic::Ordering::SeqCst);
+                gate.closed.store(false, SeqCst);
             }
+        }
+    }
+
+    /// A new routing is being published over `previous_key`: a new map
+    /// ends every handoff, so every gate opens.
+    pub fn on_publish(&self, previous_key: u64, routing: &Routing) {
+        if routing.key != previous_key {
+            self.open_all();
+        }
+    }
+}
+
+/// Counts a write under way in a gated partition until dropped.
+#[derive(Debug)]
+pub struct GateGuard {
+    gates: Arc<Gates>,
+    namespace: usize,
+    pid: usize,
+}
+
+impl GateGuard {
+    /// Enters the gate of a partition; None if it is closed (a handoff is
+    /// draining it: the write must go to the new master).
+    pub fn enter(gates: &Arc<Gates>, namespace: usize, pid: usize) -> Option<GateGuard> {
+        let gate = gates.gate(namespace, pid)?;
+        let before = gate.inflight.fetch_add(1, SeqCst);
+        assert!(before < u32::MAX, "gate in-flight count overflows");
+        if gate.closed.load(SeqCst) {
+            let held = gate.inflight.fetch_sub(1, SeqCst);
+            assert!(held > 0, "gate in-flight count underflows");
+            return None;
+        }
+        Some(GateGuard {
+            gates: Arc::clone(gates),
+            namespace,
+            pid,
+        })
+    }
+}
+
+impl Drop for GateGuard {
+    fn drop(&mut self) {
+        if let Some(gate) = self.gates.gate(self.namespace, self.pid) {
+            let held = gate.inflight.fetch_sub(1, SeqCst);
+            assert!(held > 0, "gate in-flight count underflows");
         }
     }
 }

@@ -61,6 +61,7 @@ fn fabric_frames() -> Vec<Vec<u8>> {
             id: 1,
             namespace: "test",
             cluster_key: 0x55,
+            regime: 0,
             image,
         },
         Fabric::Ack { id: 1, code: 0 },

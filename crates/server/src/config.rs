@@ -14,6 +14,10 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 mod security;
+mod tls;
+
+pub use crate::net::tls::{ClientAuth, Protocols, TlsSettings};
+pub use tls::{ServiceTls, TLS_REFRESH_PERIOD_SECONDS_DEFAULT, TLS_STANZAS_MAX};
 
 /// The smallest `proto-buffer-budget`: room for a few large frames.
 pub const PROTO_BUFFER_BUDGET_MIN: u64 = 1 << 20;
@@ -73,12 +77,14 @@ pub struct Config {
     /// off (None) unless configured, on 127.0.0.1:8081 without a file.
     pub http_address: IpAddr,
     pub http_port: Option<u16>,
-    /// `network { tls NAME { … } }` stanzas (preliminary: a certificate
-    /// and its key).
-    pub tls: Vec<TlsSpec>,
-    /// `network { service { tls-port P; tls-name NAME } }`: a TLS client
-    /// listener on the service address, presenting stanza NAME.
+    /// `network { tls NAME { … } }` contexts (docs/tls.md).
+    pub tls: Vec<TlsSettings>,
+    /// `network { service { tls-port; tls-name; … } }`: the TLS client
+    /// listener, presenting context `tls-name`.
     pub service_tls: Option<ServiceTls>,
+    /// `service { tls-refresh-period }`: certificates, keys, CAs and
+    /// blacklists are read again this often.
+    pub tls_refresh_period_seconds: u32,
     /// `network { redis { address; port; namespace } }`: the RESP port
     /// (None: off). Without a configuration file it is 127.0.0.1:6379,
     /// and a port already taken only warns (`redis_optional`).
@@ -90,22 +96,6 @@ pub struct Config {
     pub namespaces: Vec<NamespaceConfig>,
     /// `security { }`: access control on (None: off, as without the stanza).
     pub security: Option<bolide_security::SecurityConfig>,
-}
-
-/// A `tls NAME { cert-file F; key-file F }` stanza.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsSpec {
-    pub name: String,
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
-}
-
-/// The service's TLS listener.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceTls {
-    pub port: u16,
-    /// The `tls` stanza it presents.
-    pub name: String,
 }
 
 /// A configuration error, naming the line and the directive.
@@ -169,6 +159,7 @@ impl Default for Config {
             http_port: Some(DEFAULT_HTTP_PORT),
             tls: Vec::new(),
             service_tls: None,
+            tls_refresh_period_seconds: TLS_REFRESH_PERIOD_SECONDS_DEFAULT,
             redis_address: IpAddr::from([127, 0, 0, 1]),
             redis_port: Some(DEFAULT_REDIS_PORT),
             redis_optional: true,
@@ -412,6 +403,9 @@ impl Config {
         for directive in directives(items, "service")? {
             match directive.name {
                 "cluster-name" => self.cluster_name = directive.one()?.to_owned(),
+                "tls-refresh-period" => {
+                    self.tls_refresh_period_seconds = tls::refresh_period(directive)?
+                }
                 "node-id" => {
                     let value = directive.one()?;
                     let id = u64::from_str_radix(value, 16)
@@ -530,11 +524,9 @@ impl Config {
     }
 
     fn network(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
-        // service { tls-port; tls-name; tls-authenticate-client }, checked
-        // once the whole network context is read.
-        let mut tls_port = None;
-        let mut tls_name = None;
-        let mut tls_authenticate_client = None;
+        // service { tls-port; tls-name; … }, checked once the whole network
+        // context is read (the tls contexts may come after).
+        let mut service_tls = tls::ServiceDirectives::default();
         for item in items {
             let Item::Block { head, items } = item else {
                 let Item::Directive(directive) = item else {
@@ -548,26 +540,17 @@ impl Config {
                 self.clustering = true;
             }
             if head.name == "tls" {
-                self.tls_stanza(head, items)?;
+                let stanza = tls::stanza(head, items, &self.tls)?;
+                self.tls.push(stanza);
                 continue;
             }
             for directive in directives(items, head.name)? {
+                if head.name == "service" && service_tls.take(directive)? {
+                    continue;
+                }
                 match (head.name, directive.name) {
-                    ("service", "tls-port") => {
-                        tls_port = Some((directive.number::<u16>()?, directive));
-                    }
-                    ("service", "tls-name") => tls_name = Some((directive.one()?, directive)),
-                    ("service", "tls-authenticate-client") => {
-                        if directive.one()? != "false" {
-                            return Err(directive.error(
-                                "only 'false' (no client certificates) is supported yet; \
-                                 TLS in Bolide is preliminary",
-                            ));
-                        }
-                        tls_authenticate_client = Some(directive);
-                    }
                     (
-                        "service" | "heartbeat" | "fabric" | "info",
+                        "heartbeat" | "fabric" | "info",
                         "tls-address"
                         | "tls-access-address"
                         | "tls-access-port"
@@ -579,8 +562,8 @@ impl Config {
                         | "tls-mesh-seed-address-port",
                     ) => {
                         return Err(directive.error(format!(
-                            "not supported by Bolide yet in network {} (TLS is preliminary: \
-                             service tls-port, tls-name and tls-authenticate-client false only)",
+                            "TLS between nodes is not supported by Bolide yet (network {}); \
+                             TLS is for clients: network service tls-port",
                             head.name
                         )));
                     }
@@ -657,67 +640,7 @@ impl Config {
                 }
             }
         }
-        match (tls_port, tls_name) {
-            (None, None) => {
-                if let Some(directive) = tls_authenticate_client {
-                    return Err(directive.error("needs tls-port and tls-name in network service"));
-                }
-            }
-            (Some((_, directive)), None) => {
-                return Err(directive.error("needs tls-name (the tls stanza to present)"))
-            }
-            (None, Some((_, directive))) => {
-                return Err(directive.error("needs tls-port in network service"))
-            }
-            (Some((port, port_directive)), Some((name, name_directive))) => {
-                if !self.tls.iter().any(|spec| spec.name == name) {
-                    return Err(
-                        name_directive.error(format!("no 'tls {name} {{ … }}' stanza in network"))
-                    );
-                }
-                if tls_authenticate_client.is_none() {
-                    return Err(port_directive.error(
-                        "needs 'tls-authenticate-client false': without it Aerospike asks \
-                         clients for certificates, which Bolide does not support yet",
-                    ));
-                }
-                self.service_tls = Some(ServiceTls {
-                    port,
-                    name: name.to_owned(),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// `tls NAME { cert-file F; key-file F }` (preliminary: other
-    /// directives are refused by name).
-    fn tls_stanza(&mut self, head: &Directive<'_>, items: &[Item<'_>]) -> Result<(), ConfigError> {
-        let name = head.one()?;
-        if self.tls.iter().any(|spec| spec.name == name) {
-            return Err(head.error(format!("tls '{name}' is defined twice")));
-        }
-        let mut cert_file = None;
-        let mut key_file = None;
-        for directive in directives(items, "tls")? {
-            match directive.name {
-                "cert-file" => cert_file = Some(PathBuf::from(directive.one()?)),
-                "key-file" => key_file = Some(PathBuf::from(directive.one()?)),
-                "ca-file" | "ca-path" | "key-file-password" | "cert-blacklist" | "cipher-suite"
-                | "protocols" | "pki-user-append-ou" => return Err(directive.error(
-                    "not supported by Bolide yet (TLS is preliminary: cert-file and key-file only)",
-                )),
-                _ => return Err(directive.error("unknown directive in tls context")),
-            }
-        }
-        let (Some(cert_file), Some(key_file)) = (cert_file, key_file) else {
-            return Err(head.error("a tls stanza needs cert-file and key-file"));
-        };
-        self.tls.push(TlsSpec {
-            name: name.to_owned(),
-            cert_file,
-            key_file,
-        });
+        self.service_tls = service_tls.finish(&self.tls)?;
         Ok(())
     }
 }
@@ -1107,58 +1030,106 @@ namespace legacy {
     }
 
     #[test]
-    fn a_preliminary_tls_listener_and_clear_errors_for_the_rest() {
+    fn tls_contexts_and_the_service_listener() {
         let text = |service: &str, tls: &str| {
             format!(
-                "network {{\n    tls main {{\n{tls}    }}\n    service {{\n        port 3000\n{service}    }}\n}}\nnamespace test {{\n}}\n"
+                "network {{\n    tls main {{\n{tls}    }}\n    tls other {{\n        cert-file /o.pem\n        key-file /o.key\n    }}\n    service {{\n        port 3000\n{service}    }}\n}}\nnamespace test {{\n}}\n"
             )
         };
-        let stanza =
-            "        cert-file /etc/bolide/cert.pem\n        key-file /etc/bolide/key.pem\n";
-        let listener =
-            "        tls-port 4333\n        tls-name main\n        tls-authenticate-client false\n";
+        let stanza = "        cert-file /etc/bolide/cert.pem\n        key-file /etc/bolide/key.pem\n        ca-file /etc/bolide/ca.pem\n        protocols -all +TLSv1.2 +TLSv1.3\n        cipher-suite ECDHE-RSA-AES128-GCM-SHA256:TLS_AES_128_GCM_SHA256\n        cert-blacklist /etc/bolide/revoked\n";
+        let listener = "        tls-port 4333\n        tls-address 127.0.0.1\n        tls-access-address db.example.com\n        tls-access-port 14333\n        tls-name main\n        tls-authenticate-client client-a client-b\n        tls-authenticate-client client-c\n";
         let config = Config::parse(&text(listener, stanza)).expect("valid");
+        assert_eq!(config.tls.len(), 2);
+        let main = &config.tls[0];
+        assert_eq!(main.name, "main");
+        assert_eq!(main.cert_file, PathBuf::from("/etc/bolide/cert.pem"));
+        assert_eq!(main.ca_file, Some(PathBuf::from("/etc/bolide/ca.pem")));
         assert_eq!(
-            config.tls,
-            [TlsSpec {
-                name: "main".into(),
-                cert_file: "/etc/bolide/cert.pem".into(),
-                key_file: "/etc/bolide/key.pem".into(),
-            }]
+            main.protocols,
+            Protocols {
+                tls12: true,
+                tls13: true
+            }
         );
+        assert_eq!(main.cipher_suites.len(), 2);
+        assert_eq!(
+            main.cert_blacklist,
+            Some(PathBuf::from("/etc/bolide/revoked"))
+        );
+        assert_eq!(config.tls[1].protocols, Protocols::default());
         assert_eq!(
             config.service_tls,
             Some(ServiceTls {
                 port: 4333,
-                name: "main".into()
+                address: Some(IpAddr::from([127, 0, 0, 1])),
+                access_address: Some("db.example.com".into()),
+                access_port: Some(14333),
+                name: "main".into(),
+                authenticate_client: ClientAuth::Names(vec![
+                    "client-a".into(),
+                    "client-b".into(),
+                    "client-c".into()
+                ]),
             })
         );
-        // A stanza alone opens no listener.
-        let config = Config::parse(&text("", stanza)).expect("valid");
-        assert_eq!(config.service_tls, None);
+        assert_eq!(
+            config.tls_refresh_period_seconds,
+            TLS_REFRESH_PERIOD_SECONDS_DEFAULT
+        );
+        // A context alone opens no listener.
+        assert_eq!(
+            Config::parse(&text("", stanza)).expect("valid").service_tls,
+            None
+        );
+        let auth = |value: &str| {
+            Config::parse(&text(
+                &format!("        tls-port 4333\n        tls-name main\n{value}"),
+                stanza,
+            ))
+            .map(|config| config.service_tls.expect("listener").authenticate_client)
+        };
+        assert_eq!(auth(""), Ok(ClientAuth::Any));
+        assert_eq!(
+            auth("        tls-authenticate-client any\n"),
+            Ok(ClientAuth::Any)
+        );
+        assert_eq!(
+            auth("        tls-authenticate-client false\n"),
+            Ok(ClientAuth::Off)
+        );
+        let error = auth("        tls-authenticate-client any client-a\n").expect_err("mixed");
+        assert_eq!(
+            (error.line, error.directive.as_str()),
+            (18, "tls-authenticate-client")
+        );
         let error_of =
             |service: &str, tls: &str| Config::parse(&text(service, tls)).expect_err("invalid");
-        // Aerospike's default asks clients for certificates: not yet.
-        let error = error_of("        tls-port 4333\n        tls-name main\n", stanza);
-        assert_eq!((error.line, error.directive.as_str()), (8, "tls-port"));
-        assert!(
-            error.message.contains("tls-authenticate-client false"),
-            "{error}"
-        );
-        let error = error_of(
-            "        tls-port 4333\n        tls-name main\n        tls-authenticate-client any\n",
-            stanza,
-        );
-        assert_eq!(error.directive, "tls-authenticate-client");
-        let error = error_of("        tls-port 4333\n        tls-name other\n        tls-authenticate-client false\n", stanza);
-        assert_eq!((error.line, error.directive.as_str()), (9, "tls-name"));
+        // Client certificates (the default) need the CA that signs them.
+        let error = error_of("        tls-port 4333\n        tls-name other\n", stanza);
+        assert_eq!((error.line, error.directive.as_str()), (16, "tls-port"));
+        assert!(error.message.contains("ca-file"), "{error}");
+        let error = error_of("        tls-port 4333\n        tls-name nothing\n", stanza);
+        assert_eq!((error.line, error.directive.as_str()), (17, "tls-name"));
         let error = error_of("        tls-port 4333\n", stanza);
         assert!(error.message.contains("needs tls-name"), "{error}");
-        let error = error_of("        tls-address 10.0.0.1\n", stanza);
-        assert_eq!(error.directive, "tls-address");
-        assert!(error.message.contains("not supported"), "{error}");
-        let error = error_of("", "        cert-file /c.pem\n        ca-file /ca.pem\n");
-        assert_eq!((error.line, error.directive.as_str()), (4, "ca-file"));
+        let error = error_of("        tls-alternate-access-port 3\n", stanza);
+        assert_eq!(error.directive, "tls-alternate-access-port");
+        for (directive, message) in [
+            ("protocols TLSv1.1", "not supported"),
+            ("protocols TLSv7", "unknown protocol"),
+            ("cipher-suite HIGH:!aNULL", "OpenSSL keywords"),
+            ("key-file-password env:PASS", "decrypt"),
+            ("colour blue", "unknown directive"),
+        ] {
+            let error = error_of(
+                "",
+                &format!(
+                    "        cert-file /c.pem\n        key-file /k.pem\n        {directive}\n"
+                ),
+            );
+            assert_eq!(error.line, 5, "{directive}");
+            assert!(error.message.contains(message), "{directive}: {error}");
+        }
         let error = error_of("", "        cert-file /c.pem\n");
         assert_eq!((error.line, error.directive.as_str()), (2, "tls"));
         assert!(error.message.contains("key-file"), "{error}");
@@ -1167,6 +1138,16 @@ namespace legacy {
         )
         .expect_err("heartbeat tls");
         assert_eq!((error.line, error.directive.as_str()), (4, "tls-port"));
+        let config =
+            Config::parse("service {\n    tls-refresh-period 10m\n}\nnamespace test {\n}\n")
+                .expect("valid");
+        assert_eq!(config.tls_refresh_period_seconds, 600);
+        let error = Config::parse("service {\n    tls-refresh-period 0\n}\nnamespace test {\n}\n")
+            .expect_err("zero");
+        assert_eq!(
+            (error.line, error.directive.as_str()),
+            (2, "tls-refresh-period")
+        );
     }
 
     #[test]

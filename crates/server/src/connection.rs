@@ -67,6 +67,9 @@ pub enum Close {
     Peer,
     Io(std::io::Error),
     BadFrame(bolide_wire::ProtoError),
+    /// A TLS ClientHello on a plain port (a client configured for TLS
+    /// reached the wrong port).
+    TlsOnPlainPort,
     BadCompressed,
     Idle,
     /// Storage failed before the answers' writes were durable: no answer
@@ -156,12 +159,32 @@ pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Op
         Some(secured) => secured.caller(peer, None),
         None => Caller::client(peer),
     };
+    let tls = connection.is_tls();
+    if tls {
+        context
+            .counters
+            .tls_connections_opened
+            .fetch_add(1, Relaxed);
+    }
     let reason = run(&context, &mut connection, local, peer, caller).await;
+    if tls {
+        context
+            .counters
+            .tls_connections_closed
+            .fetch_add(1, Relaxed);
+    }
     match &reason {
         Close::Peer => {}
         Close::BadFrame(error) => {
             context.counters.bad_frames.fetch_add(1, Relaxed);
             tracing::debug!(?peer, %error, "closing connection: bad frame");
+        }
+        Close::TlsOnPlainPort => {
+            context.counters.bad_frames.fetch_add(1, Relaxed);
+            tracing::info!(
+                ?peer,
+                "ignoring TLS connection: a TLS ClientHello on a plain port"
+            );
         }
         Close::Io(error) => tracing::debug!(?peer, %error, "closing connection: i/o error"),
         other => tracing::debug!(?peer, reason = ?other, "closing connection"),
@@ -299,6 +322,9 @@ pub fn answer_buffered(context: &Context, session: &mut Session<'_>) -> Step {
         let (header, total) = match frame_length(session.input.data()) {
             Ok(Some(frame)) => frame,
             Ok(None) => return Step::Read,
+            Err(_) if is_tls_client_hello(session.input.data()) => {
+                return Step::Close(Close::TlsOnPlainPort)
+            }
             Err(error) => return Step::Close(Close::BadFrame(error)),
         };
         let Session {
@@ -669,4 +695,11 @@ fn inflate(body: &[u8]) -> Option<Vec<u8>> {
     let mut decoder = flate2::read::ZlibDecoder::new(stream).take(length + 1);
     decoder.read_to_end(&mut inflated).ok()?;
     (inflated.len() as u64 == length).then_some(inflated)
+}
+
+/// A TLS record holding a ClientHello: content type 22 (handshake), major
+/// version 3, handshake type 1 (as Aerospike recognises one on a clear
+/// port).
+fn is_tls_client_hello(bytes: &[u8]) -> bool {
+    matches!(bytes, [22, 3, _, _, _, 1, ..])
 }

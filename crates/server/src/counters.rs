@@ -17,6 +17,15 @@ pub struct NodeCounters {
     /// TLS handshakes that failed (a plain client on a TLS port, a bad
     /// certificate, a timeout).
     pub tls_handshake_failures: AtomicU64,
+    /// Client connections whose TLS handshake succeeded, and those of them
+    /// closed since.
+    pub tls_connections_opened: AtomicU64,
+    pub tls_connections_closed: AtomicU64,
+    /// Times a TLS context's files were read again and had changed (the
+    /// new certificate is in force), and reads that failed (the old one
+    /// stays).
+    pub tls_certificate_reloads: AtomicU64,
+    pub tls_certificate_reload_failures: AtomicU64,
 }
 
 impl Default for NodeCounters {
@@ -30,6 +39,10 @@ impl Default for NodeCounters {
             admin_requests: AtomicU64::new(0),
             bad_frames: AtomicU64::new(0),
             tls_handshake_failures: AtomicU64::new(0),
+            tls_connections_opened: AtomicU64::new(0),
+            tls_connections_closed: AtomicU64::new(0),
+            tls_certificate_reloads: AtomicU64::new(0),
+            tls_certificate_reload_failures: AtomicU64::new(0),
         }
     }
 }
@@ -40,5 +53,12 @@ impl NodeCounters {
         self.connections_opened
             .load(Relaxed)
             .saturating_sub(self.connections_closed.load(Relaxed))
+    }
+
+    /// Client connections over TLS open now.
+    pub fn open_tls_connections(&self) -> u64 {
+        self.tls_connections_opened
+            .load(Relaxed)
+            .saturating_sub(self.tls_connections_closed.load(Relaxed))
     }
 }

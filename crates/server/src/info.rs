@@ -406,12 +406,42 @@ fn tls_service_address(node: &Info, local: SocketAddr) -> String {
     let Some(tls) = &node.config.service_tls else {
         return String::new();
     };
-    match &node.config.access_address {
-        Some(address) => format!("{address}:{}", tls.port),
+    let port = tls.access_port.unwrap_or(tls.port);
+    match tls
+        .access_address
+        .as_ref()
+        .or(node.config.access_address.as_ref())
+    {
+        Some(address) => format!("{address}:{port}"),
         None => match local {
-            SocketAddr::V4(v4) => format!("{}:{}", v4.ip(), tls.port),
-            SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), tls.port),
+            SocketAddr::V4(v4) => format!("{}:{port}", v4.ip()),
+            SocketAddr::V6(v6) => format!("[{}]:{port}", v6.ip()),
         },
+    }
+}
+
+/// The service's TLS settings in `get-config:context=network`, as
+/// Aerospike lists them: one `service.tls-authenticate-client` per value.
+fn network_tls(text: &mut String, config: &crate::config::Config, tls: &crate::config::ServiceTls) {
+    use crate::config::ClientAuth;
+    let _ = write!(
+        text,
+        ";service.tls-address={};service.tls-port={};service.tls-access-address={};\
+         service.tls-access-port={};service.tls-name={}",
+        tls.address.unwrap_or(config.service_address),
+        tls.port,
+        tls.access_address.as_deref().unwrap_or(""),
+        tls.access_port.unwrap_or(0),
+        tls.name
+    );
+    match &tls.authenticate_client {
+        ClientAuth::Off => text.push_str(";service.tls-authenticate-client=false"),
+        ClientAuth::Any => text.push_str(";service.tls-authenticate-client=any"),
+        ClientAuth::Names(names) => {
+            for name in names {
+                let _ = write!(text, ";service.tls-authenticate-client={name}");
+            }
+        }
     }
 }
 
@@ -440,7 +470,8 @@ fn statistics(node: &Info) -> String {
     let _ = write!(
         text,
         ";uptime={};objects={};client_connections={};client_connections_opened={};client_connections_closed={};\
-         client_connections_refused={};tls_handshake_failures={};info_requests={};admin_requests={};bad_frames={};\
+         client_connections_refused={};tls_handshake_failures={};tls_connections={};tls_connections_opened={};\
+         tls_certificate_reloads={};tls_certificate_reload_failures={};info_requests={};admin_requests={};bad_frames={};\
          proto_buffer_budget_bytes={};proto_buffer_used_bytes={};proto_buffer_waits={};proto_buffer_closed={};\
          process_rss_bytes={};system_total_memory_bytes={};system_free_mem_pct={};\
          service_threads={}",
@@ -451,6 +482,10 @@ fn statistics(node: &Info) -> String {
         node.counters.connections_closed.load(Relaxed),
         node.counters.connections_refused.load(Relaxed),
         node.counters.tls_handshake_failures.load(Relaxed),
+        node.counters.open_tls_connections(),
+        node.counters.tls_connections_opened.load(Relaxed),
+        node.counters.tls_certificate_reloads.load(Relaxed),
+        node.counters.tls_certificate_reload_failures.load(Relaxed),
         node.counters.info_requests.load(Relaxed),
         node.counters.admin_requests.load(Relaxed),
         node.counters.bad_frames.load(Relaxed),
@@ -689,20 +724,29 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
             config.proto_fd_idle_ms,
             config.stop_writes_sys_memory_pct
         ),
-        "network" => format!(
-            "service.address={};service.port={};heartbeat.mode={};heartbeat.port={};heartbeat.interval={};\
-             heartbeat.timeout={};fabric.port={};info.port={}",
-            config.service_address,
-            config.service_port,
-            config.heartbeat_mode,
-            config.heartbeat_port,
-            config.heartbeat_interval_ms,
-            config.heartbeat_timeout,
-            config.fabric_port,
-            config.info_port.map_or_else(String::new, |p| p.to_string())
-        ),
+        "network" => {
+            let mut text = format!(
+                "service.address={};service.port={};heartbeat.mode={};heartbeat.port={};heartbeat.interval={};\
+                 heartbeat.timeout={};fabric.port={};info.port={}",
+                config.service_address,
+                config.service_port,
+                config.heartbeat_mode,
+                config.heartbeat_port,
+                config.heartbeat_interval_ms,
+                config.heartbeat_timeout,
+                config.fabric_port,
+                config.info_port.map_or_else(String::new, |p| p.to_string())
+            );
+            if let Some(tls) = &config.service_tls {
+                network_tls(&mut text, config, tls);
+            }
+            text
+        }
         "namespace" => {
-            let name = command.param("namespace").or_else(|| command.param("id")).unwrap_or("");
+            let name = command
+                .param("namespace")
+                .or_else(|| command.param("id"))
+                .unwrap_or("");
             match node.cluster.store.namespace(name.as_bytes()) {
                 Some(namespace) => {
                     let c = &namespace.config;

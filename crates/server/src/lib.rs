@@ -69,7 +69,15 @@ pub fn run(config: Config) -> Result<(), String> {
         });
     }
     if let Some(service_tls) = &config.service_tls {
-        listeners.push(tls_listener(&config, service_tls)?);
+        let listener = tls_listener(&config, service_tls)?;
+        if let Some(tls) = &listener.tls {
+            start_tls_refresh(
+                vec![tls.clone()],
+                config.tls_refresh_period_seconds,
+                Arc::clone(&node.counters),
+            )?;
+        }
+        listeners.push(listener);
     }
     let redis_listener = redis_listener(&config)?;
     let redis_shared = Arc::new(bolide_redis::Shared::new(
@@ -191,20 +199,55 @@ struct Listener {
     tls: Option<ServerTls>,
 }
 
-/// The service's TLS listener: its certificate and key are read now, so a
-/// bad file stops the node with a message naming it.
+/// The service's TLS listener: its certificate, key and CA are read now,
+/// so a bad file stops the node with a message naming it.
 fn tls_listener(config: &Config, service_tls: &config::ServiceTls) -> Result<Listener, String> {
     let spec = config
         .tls
         .iter()
         .find(|spec| spec.name == service_tls.name)
-        .ok_or_else(|| format!("tls-name {}: no such tls stanza", service_tls.name))?;
-    let tls = ServerTls::from_files(&spec.cert_file, &spec.key_file)
+        .ok_or_else(|| format!("tls-name {}: no such tls context", service_tls.name))?;
+    let tls = ServerTls::new(spec, &service_tls.authenticate_client)
         .map_err(|error| format!("tls {}: {error}", spec.name))?;
+    let address = service_tls.address.unwrap_or(config.service_address);
     Ok(Listener {
-        socket: net::bind(SocketAddr::new(config.service_address, service_tls.port))?,
+        socket: net::bind(SocketAddr::new(address, service_tls.port))?,
         tls: Some(tls),
     })
+}
+
+/// Reads the TLS contexts' files again every `period_seconds`
+/// (`tls-refresh-period`): changed certificates, keys, CAs and blacklists
+/// apply to the connections accepted next; a failed read keeps the context
+/// in force and is logged and counted.
+fn start_tls_refresh(
+    contexts: Vec<ServerTls>,
+    period_seconds: u32,
+    counters: Arc<counters::NodeCounters>,
+) -> Result<(), String> {
+    let period = std::time::Duration::from_secs(u64::from(period_seconds));
+    std::thread::Builder::new()
+        .name("tls-refresh".into())
+        .spawn(move || loop {
+            std::thread::sleep(period);
+            for tls in &contexts {
+                match tls.reload() {
+                    Ok(true) => {
+                        counters.tls_certificate_reloads.fetch_add(1, Relaxed);
+                        tracing::info!(tls = tls.name(), "TLS: certificates reloaded");
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        counters
+                            .tls_certificate_reload_failures
+                            .fetch_add(1, Relaxed);
+                        tracing::error!(tls = tls.name(), %error, "TLS: cannot reload, keeping the certificates in force");
+                    }
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|error| format!("cannot start the TLS refresh thread: {error}"))
 }
 
 /// The RESP listener, if the node serves Redis. Without a configuration

@@ -8,7 +8,7 @@ use crate::connection::Context;
 use crate::net::Connection;
 use bolide_redis::{Records, Session, Shared, Step};
 use bolide_store::Store;
-use bolide_transaction::{Answer, Caller, Cluster, RecordRequest, Remote, Scratch};
+use bolide_transaction::{Answer, Caller, Cluster, Need, RecordRequest, Remote, Scratch};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -54,18 +54,18 @@ impl Records for Backend<'_> {
             self.scratch,
         ) {
             None => Ok(()),
-            Some(remote @ Remote::Replicate(_)) => {
-                self.replicating.push(remote);
-                Ok(())
-            }
-            Some(Remote::Again { .. }) => {
-                Err("TRYAGAIN the cluster is changing; try again".to_owned())
-            }
-            Some(Remote::Proxy { .. } | Remote::Resolve { .. }) => Err(
-                "CLUSTERDOWN this key is served by another node (Redis Cluster redirection is not \
-                 supported yet)"
-                    .to_owned(),
-            ),
+            Some(remote) => match remote.need {
+                Need::Replicate(_) => {
+                    self.replicating.push(remote);
+                    Ok(())
+                }
+                Need::Again => Err("TRYAGAIN the cluster is changing; try again".to_owned()),
+                Need::Proxy { .. } | Need::Resolve { .. } => Err(
+                    "CLUSTERDOWN this key is served by another node (Redis Cluster redirection is \
+                     not supported yet)"
+                        .to_owned(),
+                ),
+            },
         }
     }
 

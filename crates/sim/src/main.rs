@@ -1,6 +1,7 @@
-//! `bolide-sim [SEED | FIRST..LAST] [--faults N] [--verbose]`: runs one
-//! seed (printing its trace with --verbose) or a range of seeds, and exits
-//! non-zero at the first failure, printing the seed that reproduces it.
+//! `bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N]
+//! [--verbose]`: runs one seed (printing its trace with --verbose) or a
+//! range of seeds, and exits non-zero at the first failure, printing the
+//! command that replays it.
 
 use bolide_sim::{run, Options};
 use std::process::ExitCode;
@@ -14,19 +15,18 @@ fn main() -> ExitCode {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--verbose" | "-v" => verbose = true,
+            "--seeds" => match args.next().and_then(|range| parse_range(&range)) {
+                Some(range) => seeds = range,
+                None => return usage("--seeds needs FIRST..LAST"),
+            },
             "--faults" => match args.next().and_then(|n| n.parse().ok()) {
                 Some(n) => faults = n,
                 None => return usage("--faults needs a number"),
             },
-            range if range.contains("..") => {
-                let mut parts = range.splitn(2, "..");
-                let first = parts.next().and_then(|n| n.parse().ok());
-                let last = parts.next().and_then(|n| n.parse().ok());
-                match (first, last) {
-                    (Some(first), Some(last)) if first < last => seeds = first..last,
-                    _ => return usage("a range is FIRST..LAST"),
-                }
-            }
+            range if range.contains("..") => match parse_range(range) {
+                Some(range) => seeds = range,
+                None => return usage("a range is FIRST..LAST"),
+            },
             seed => match seed.parse::<u64>() {
                 Ok(seed) => seeds = seed..seed + 1,
                 Err(_) => return usage(&format!("unknown argument {seed}")),
@@ -36,6 +36,7 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let count = seeds.end - seeds.start;
     let mut totals = (0u64, 0u64, 0u64);
+    let first = seeds.start;
     for seed in seeds {
         let options = Options {
             seed,
@@ -49,6 +50,13 @@ fn main() -> ExitCode {
                 totals.2 += outcome.events;
                 if verbose || count == 1 {
                     println!("{outcome}");
+                }
+                let done = seed - first + 1;
+                if count > 1 && done % 50 == 0 {
+                    eprintln!(
+                        "{done} of {count} seeds passed ({:.0} s)",
+                        started.elapsed().as_secs_f64()
+                    );
                 }
             }
             Err(failure) => {
@@ -68,9 +76,16 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `FIRST..LAST` (LAST excluded).
+fn parse_range(range: &str) -> Option<std::ops::Range<u64>> {
+    let (first, last) = range.split_once("..")?;
+    let (first, last) = (first.parse().ok()?, last.parse().ok()?);
+    (first < last).then_some(first..last)
+}
+
 fn usage(problem: &str) -> ExitCode {
     eprintln!(
-        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST] [--faults N] [--verbose]"
+        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N] [--verbose]"
     );
     ExitCode::from(2)
 }

@@ -1,6 +1,7 @@
 //! Runs the simulator over a few hundred seeds in the test command: every
 //! seed forms a cluster, puts it through faults under client load and
-//! checks its invariants. `SIM_SEEDS=N` changes how many seeds each of the
+//! checks its invariants, running the cluster's shipped state machines
+//! (membership and the data path) over the real node-to-node codec. `SIM_SEEDS=N` changes how many seeds each of the
 //! four tests runs (50 by default). A failure names the seed that replays
 //! it: `cargo run --release -p bolide-sim -- SEED --faults 3 --verbose`.
 
@@ -22,7 +23,9 @@ fn run_block(block: u64) {
             faults: 3,
             verbose: false,
         })
-        .unwrap_or_else(|failure| panic!("{failure}"));
+        .unwrap_or_else(|failure| {
+            panic!("{failure}\nreplay: cargo run --release -p bolide-sim -- {seed} --faults 3 --verbose")
+        });
         assert!(outcome.faults.len() == 3, "seed {seed}: {outcome}");
         assert!(
             outcome.acknowledged_writes > 0,

@@ -3,15 +3,15 @@
 //! against copies not merged yet, or goes to another node; a write that
 //! ran here names the copies it must reach before it is answered.
 //!
-//! The transaction layer does no I/O: it returns the work on other nodes
-//! as a [`Remote`] value, and the server carries it out over the fabric.
+//! The routing rule itself is the cluster's
+//! ([`bolide_cluster::datapath::decide`]), shared with the simulator. The
+//! transaction layer does no I/O: it returns the work on other nodes as a
+//! [`Remote`] value, and the server carries it out over the fabric.
 
-use bolide_cluster::routing::{Gate, Gates};
-use bolide_cluster::{NodeId, Route, Routing};
-use bolide_store::OwnedCopy;
-use bolide_types::Digest;
+pub use bolide_cluster::datapath::{Need, Replication};
+use bolide_cluster::routing::Gates;
+use bolide_cluster::{Route, Routing};
 use bolide_wire::Framing;
-use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 /// This node's standing in the cluster, for one request.
@@ -52,39 +52,18 @@ impl<'a> Cluster<'a> {
             },
         }
     }
-
-    fn member(&self, index: u8) -> Option<NodeId> {
-        self.routing.member(index)
-    }
-
-    /// The node ids of a route's members mask.
-    pub fn members_of(&self, mask: u64) -> Vec<NodeId> {
-        (0..64u8)
-            .filter(|m| mask & (1u64 << m) != 0)
-            .filter_map(|m| self.member(m))
-            .collect()
-    }
 }
 
-/// Work on other nodes a request needs before it is answered.
-pub enum Remote {
-    /// This node does not serve the request: send it to `to` and relay its
-    /// answer. `request` is the AS_MSG body, answered framed as `framing`.
-    Proxy { to: NodeId, request: Request },
-    /// The partition is not servable for writes until the map in force
-    /// settles (an exchange is running): run the request again shortly.
-    Again { request: Request },
-    /// Fetch the record's copies from `from`, apply the newest here, then
-    /// run the request again (duplicate resolution).
-    Resolve {
-        namespace: usize,
-        digest: Digest,
-        from: Vec<NodeId>,
-        request: Request,
-    },
-    /// The write was applied here; `copy` must reach `to` before `answer`
-    /// goes out.
-    Replicate(Replication),
+/// Work on other nodes a request needs before it is answered: what the
+/// cluster's data path ([`bolide_cluster::datapath::Work`]) carries out.
+pub struct Remote {
+    pub need: Need,
+    /// The request, to run again here or elsewhere (for a write that ran
+    /// here, only its framing and timeout: its body is not kept).
+    pub request: Request,
+    /// (A write that ran here) the client's answer, sent once every copy
+    /// is acknowledged.
+    pub answer: Vec<u8>,
 }
 
 /// A request kept to run again or elsewhere.
@@ -93,59 +72,6 @@ pub struct Request {
     pub framing: Framing,
     /// The client's timeout from the message (0: the server's default).
     pub timeout_ms: u32,
-}
-
-/// A write's copy on its way to the other holders of its partition.
-pub struct Replication {
-    pub namespace: usize,
-    pub pid: u16,
-    /// The cluster key the destinations were chosen under.
-    pub cluster_key: u64,
-    pub to: Vec<NodeId>,
-    pub copy: OwnedCopy,
-    /// The client's answer, sent once every copy is acknowledged.
-    pub answer: Vec<u8>,
-    /// How the answer is framed (for an error answer instead).
-    pub framing: Framing,
-    /// The client asked to be answered once the master has the write
-    /// (commit level master): the copies go out without waiting.
-    pub commit_master: bool,
-    pub timeout_ms: u32,
-    /// Holds the partition's gate open count until the copies are in.
-    pub guard: Option<GateGuard>,
-}
-
-/// Counts a write under way in a gated partition until dropped.
-pub struct GateGuard {
-    gates: Arc<Gates>,
-    namespace: usize,
-    pid: usize,
-}
-
-impl GateGuard {
-    /// Enters the gate of a partition; None if it is closed (a handoff is
-    /// draining it: the write must go to the new master).
-    pub fn enter(gates: &Arc<Gates>, namespace: usize, pid: usize) -> Option<GateGuard> {
-        let gate: &Gate = gates.gate(namespace, pid)?;
-        gate.inflight.fetch_add(1, SeqCst);
-        if gate.closed.load(SeqCst) {
-            gate.inflight.fetch_sub(1, SeqCst);
-            return None;
-        }
-        Some(GateGuard {
-            gates: Arc::clone(gates),
-            namespace,
-            pid,
-        })
-    }
-}
-
-impl Drop for GateGuard {
-    fn drop(&mut self) {
-        if let Some(gate) = self.gates.gate(self.namespace, self.pid) {
-            gate.inflight.fetch_sub(1, SeqCst);
-        }
-    }
 }
 
 /// A request kept as a message of its own.

@@ -42,8 +42,9 @@ pub mod udf;
 mod write;
 
 pub use batch::{BatchJob, RemoteRunner};
+pub use bolide_cluster::routing::GateGuard;
 pub use caller::{Caller, Permission, Policy as AccessPolicy};
-pub use cluster::{Cluster, GateGuard, Remote, Replication, Request, Standalone};
+pub use cluster::{Cluster, Need, Remote, Replication, Request, Standalone};
 pub use reply::{Answer, Reply, WireReply};
 pub use request::{Action, Key, Ops, Policy, Request as RecordRequest, UdfCall};
 pub use scan::ScanJob;
@@ -83,6 +84,7 @@ pub fn services(namespace: &Namespace) -> Option<&Services> {
     namespace.attached::<Services>()
 }
 
+use bolide_cluster::datapath::{self, Decision, Nodes, OwnedImage};
 use bolide_particles::expression::{self, Expr};
 use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
 use bolide_types::{Digest, ResultCode};
@@ -151,6 +153,10 @@ pub trait StreamJob: Send {
 }
 
 /// What `execute` did with a request.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a replicated write's work moves once into its task; boxing it would allocate per write"
+)]
 pub enum Outcome {
     /// The whole response is in `out`.
     Answered,
@@ -334,8 +340,9 @@ pub fn execute_request<R: Reply + ?Sized>(
 /// What one row of a typed batch came to.
 pub enum Row {
     Answered(Answer),
-    /// The row needs other nodes first (see [`execute_request`]).
-    Remote(Remote),
+    /// The row needs other nodes first (see [`execute_request`]); boxed,
+    /// as only rows of a cluster's other partitions need it.
+    Remote(Box<Remote>),
 }
 
 /// Runs typed requests as a batch: each row runs like a single-record
@@ -353,7 +360,7 @@ pub fn execute_batch(
         .map(|request| {
             let mut answer = Answer::default();
             match execute_request(store, cluster, caller, request, &mut answer, scratch) {
-                Some(remote) => Row::Remote(remote),
+                Some(remote) => Row::Remote(Box::new(remote)),
                 None => Row::Answered(answer),
             }
         })
@@ -390,7 +397,7 @@ fn run_record<R: Reply + ?Sized>(
     ) {
         Ok(None) => ResultCode::Ok,
         Ok(Some(remote)) => {
-            if let Remote::Replicate(_) = remote {
+            if let Need::Replicate(_) = remote.need {
                 count(namespace, kind, ResultCode::Ok);
             }
             return Some(remote);
@@ -432,48 +439,37 @@ fn route<R: Reply + ?Sized>(
     let policy = &record.policy;
     let pid = digest.partition_id().index();
     let route = cluster.route(index, pid);
-    if route.unavailable() {
-        return Err(ResultCode::Unavailable);
-    }
-    let request = || cluster::keep_request_bytes(keep(), framing, policy.timeout_ms);
     let is_write = record.action != Action::Read;
-    let proxy_to = |member: u8| -> Result<Option<Remote>, ResultCode> {
-        let to = cluster
-            .routing
-            .member(member)
-            .ok_or(ResultCode::Unavailable)?;
-        Ok(Some(Remote::Proxy {
-            to,
-            request: request(),
+    let remote = |need: Need| {
+        Ok(Some(Remote {
+            need,
+            request: cluster::keep_request_bytes(keep(), framing, policy.timeout_ms),
+            answer: Vec::new(),
         }))
     };
     // The partition's gate counts this write until its copies are in.
-    let mut guard = None;
-    if is_write {
-        if !route.writes_here() {
-            return proxy_to(route.master);
-        }
-        if route.gated() {
-            match GateGuard::enter(cluster.gates, index, pid) {
-                Some(entered) => guard = Some(entered),
-                // Handing off: the final master takes it.
-                None => return proxy_to(route.final_master),
-            }
-        }
-        if !cluster.routing.settled() {
-            return Ok(Some(Remote::Again { request: request() }));
-        }
-        if route.resolves_duplicates() && !cluster.resolved {
-            return Ok(Some(Remote::Resolve {
+    let guard = match datapath::decide(
+        cluster.routing,
+        cluster.gates,
+        &route,
+        index,
+        pid,
+        is_write,
+        cluster.resolved,
+    ) {
+        Decision::Unavailable => return Err(ResultCode::Unavailable),
+        Decision::Proxy(to) => return remote(Need::Proxy { to }),
+        Decision::Again => return remote(Need::Again),
+        Decision::Resolve => {
+            return remote(Need::Resolve {
                 namespace: index,
-                digest,
-                from: cluster.members_of(route.duplicates),
-                request: request(),
-            }));
+                digest: digest.0,
+                from: datapath::members_of(cluster.routing, route.duplicates),
+            })
         }
-    } else if !route.reads_here() {
-        return proxy_to(route.master);
-    }
+        Decision::Read => None,
+        Decision::Write(guard) => guard,
+    };
     let own_filter = record.filter.map(expression::parse).transpose()?;
     let filter = own_filter.as_ref().or(parent_filter);
     if is_write {
@@ -493,22 +489,34 @@ fn route<R: Reply + ?Sized>(
         };
         // The answer waits for the copies.
         let answer = reply.detach();
-        Ok(Some(Remote::Replicate(Replication {
-            namespace: index,
-            pid: pid as u16,
-            cluster_key: cluster.routing.cluster_key,
-            to: destinations
-                .iter()
-                .filter_map(|&member| cluster.routing.member(member))
-                .collect(),
-            copy,
+        // PERF: the image moves out of the copy; no allocation.
+        let image = OwnedImage {
+            digest: copy.digest.0,
+            generation: copy.generation,
+            last_update_ms: copy.last_update_ms,
+            void_time: copy.void_time,
+            set_name: copy.set_name,
+            record: copy.record,
+        };
+        Ok(Some(Remote {
+            need: Need::Replicate(Replication {
+                namespace: index,
+                pid: pid as u16,
+                cluster_key: cluster.routing.cluster_key,
+                regime: 0,
+                to: Nodes::of_members(cluster.routing, destinations),
+                image,
+                commit_master: framing == Framing::Message
+                    && (policy.commit_master || namespace.config.write_commit_level_master),
+                guard,
+            }),
+            request: Request {
+                body: Vec::new(),
+                framing,
+                timeout_ms: policy.timeout_ms,
+            },
             answer,
-            framing,
-            commit_master: framing == Framing::Message
-                && (policy.commit_master || namespace.config.write_commit_level_master),
-            timeout_ms: policy.timeout_ms,
-            guard,
-        })))
+        }))
     } else {
         read::execute(
             namespace,

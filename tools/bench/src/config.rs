@@ -163,6 +163,26 @@ pub struct Args {
     /// Password of -U.
     #[arg(short = 'P', long, default_value = "")]
     pub password: String,
+
+    /// Connect with TLS (Aerospike protocol; the server's tls-port).
+    #[arg(long)]
+    pub tls_enable: bool,
+
+    /// The name the server's certificate must carry (default: the host).
+    #[arg(long)]
+    pub tls_name: Option<String>,
+
+    /// The CA certificates (PEM) that sign the server's certificate.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cafile: Option<std::path::PathBuf>,
+
+    /// This client's certificate (PEM), for a server that asks for one.
+    #[arg(long, value_name = "FILE")]
+    pub tls_certfile: Option<std::path::PathBuf>,
+
+    /// Its private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_keyfile: Option<std::path::PathBuf>,
 }
 
 /// A validated run description.
@@ -191,6 +211,8 @@ pub struct Config {
     pub cluster: bool,
     /// Log in on every connection (Aerospike only).
     pub credentials: Option<crate::login::Credentials>,
+    /// TLS on every connection (`--tls-enable`).
+    pub tls: Option<crate::tls::Tls>,
 }
 
 impl Config {
@@ -259,6 +281,30 @@ impl Config {
         if args.cluster && args.protocol != Protocol::Aerospike {
             return Err("--cluster is for Aerospike servers".to_owned());
         }
+        let tls = if args.tls_enable {
+            if args.protocol != Protocol::Aerospike {
+                return Err("--tls-enable is for Aerospike servers".to_owned());
+            }
+            if args.cluster {
+                return Err("--tls-enable with --cluster is not supported yet".to_owned());
+            }
+            let cafile = args
+                .tls_cafile
+                .as_deref()
+                .ok_or("--tls-enable needs --tls-cafile")?;
+            let identity = match (&args.tls_certfile, &args.tls_keyfile) {
+                (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),
+                (None, None) => None,
+                _ => return Err("--tls-certfile and --tls-keyfile go together".to_owned()),
+            };
+            let name = args.tls_name.clone().unwrap_or_else(|| host.clone());
+            Some(crate::tls::Tls::new(cafile, &name, identity)?)
+        } else {
+            if args.tls_cafile.is_some() || args.tls_name.is_some() || args.tls_certfile.is_some() {
+                return Err("TLS options given without --tls-enable".to_owned());
+            }
+            None
+        };
         Ok(Config {
             protocol: args.protocol,
             host,
@@ -284,6 +330,7 @@ impl Config {
                 None => None,
                 Some(user) => Some(crate::login::Credentials::new(user, &args.password)?),
             },
+            tls,
         })
     }
 }

@@ -11,6 +11,7 @@ use crate::codec::{Codec, Reply, Request, ValueSource};
 use crate::config::{Config, Limit, Protocol};
 use crate::redis::{self, RedisCodec, Resp};
 use crate::stats::{self, IntervalSummary, Outcome, Stats};
+use crate::tls::Stream;
 use crate::workload::{Generator, InsertCursor, OpKind, Operation};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -173,21 +174,28 @@ fn address(config: &Config) -> String {
     format!("{}:{}", config.host, config.port)
 }
 
-async fn connect(config: &Config) -> Result<TcpStream, String> {
+async fn connect(config: &Config) -> Result<Stream, String> {
     connect_to(config, &address(config)).await
 }
 
-async fn connect_to(config: &Config, address: &str) -> Result<TcpStream, String> {
+async fn connect_to(config: &Config, address: &str) -> Result<Stream, String> {
     let address = address.to_owned();
+    let timeout = config.timeout.max(Duration::from_secs(1));
     let connecting = TcpStream::connect(address.as_str());
-    let stream = tokio::time::timeout(config.timeout.max(Duration::from_secs(1)), connecting)
+    let stream = tokio::time::timeout(timeout, connecting)
         .await
         .map_err(|_| format!("cannot connect to {address}: timed out"))?
         .map_err(|e| format!("cannot connect to {address}: {e}"))?;
     stream
         .set_nodelay(true)
         .map_err(|e| format!("cannot set TCP_NODELAY on {address}: {e}"))?;
-    let mut stream = stream;
+    let mut stream = match &config.tls {
+        None => Stream::Plain(stream),
+        Some(tls) => tokio::time::timeout(timeout, tls.connect(stream))
+            .await
+            .map_err(|_| format!("{address}: TLS handshake timed out"))?
+            .map_err(|e| format!("{address}: TLS handshake failed: {e}"))?,
+    };
     if let (Protocol::Aerospike, Some(credentials)) = (config.protocol, &config.credentials) {
         crate::login::login(&mut stream, credentials)
             .await
@@ -336,13 +344,13 @@ impl TripError {
 
 /// A connection and the bytes received but not yet decoded.
 struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     received: Vec<u8>,
     decoded: usize,
 }
 
 impl Connection {
-    fn new(stream: TcpStream) -> Connection {
+    fn new(stream: Stream) -> Connection {
         Connection {
             stream,
             received: Vec::with_capacity(READ_CHUNK_BYTES),

@@ -87,7 +87,7 @@ pub fn login_blocking(
 
 /// Logs in on an async stream.
 pub async fn login(
-    stream: &mut tokio::net::TcpStream,
+    stream: &mut (impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin),
     credentials: &Credentials,
 ) -> Result<(), String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

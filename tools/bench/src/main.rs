@@ -18,6 +18,7 @@ mod login;
 mod redis;
 mod stats;
 mod summary;
+mod tls;
 mod workload;
 
 use config::{ArgsError, Config};

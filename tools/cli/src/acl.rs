@@ -164,7 +164,7 @@ pub fn run(target: &Target, command: AclCommand) -> Result<(), String> {
 }
 
 async fn connect(target: &Target) -> Result<Client, String> {
-    let seed = target.seed();
+    let seed = target.client_seed();
     match tokio::time::timeout(
         target.timeout * 3,
         Client::new(&target.client_policy(), &seed),

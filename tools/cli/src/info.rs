@@ -1,11 +1,11 @@
 //! Info commands over the Aerospike protocol (proto type 1), and the nodes
-//! of a cluster found from one seed through `peers-clear-std`.
+//! of a cluster found from one seed through `peers-clear-std` (with TLS,
+//! `peers-tls-std`: the nodes' TLS endpoints).
 
 use bolide_wire::frame::{MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use bolide_wire::info::parse_peers;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// Largest info answer accepted.
@@ -23,17 +23,7 @@ pub type Answers = BTreeMap<String, String>;
 
 /// Sends `commands` to `address` and returns the answers.
 pub fn request(address: &str, commands: &[&str], timeout: Duration) -> Result<Answers, String> {
-    let target = address
-        .to_socket_addrs()
-        .map_err(|error| format!("{address}: {error}"))?
-        .next()
-        .ok_or_else(|| format!("{address}: no address"))?;
-    let mut stream = TcpStream::connect_timeout(&target, timeout)
-        .map_err(|error| format!("cannot connect to {address}: {error}"))?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|()| stream.set_write_timeout(Some(timeout)))
-        .map_err(|error| format!("{address}: {error}"))?;
+    let mut stream = crate::tls::connect(address, timeout)?;
     crate::login::authenticate(&mut stream, address)?;
     let mut body = commands.join("\n");
     body.push('\n');
@@ -97,7 +87,12 @@ fn discover_with(seed: &str, timeout: Duration, quiet: bool) -> Result<Vec<Node>
         if !asked.insert(address.clone()) || asked.len() > 512 {
             continue;
         }
-        let answers = match request(&address, &["node", "peers-clear-std"], timeout) {
+        let peers_command = if crate::tls::get().is_some() {
+            "peers-tls-std"
+        } else {
+            "peers-clear-std"
+        };
+        let answers = match request(&address, &["node", peers_command], timeout) {
             Ok(answers) => answers,
             // The seed must answer; a peer that does not is left out.
             Err(error) if nodes.is_empty() => return Err(error),
@@ -116,7 +111,7 @@ fn discover_with(seed: &str, timeout: Duration, quiet: bool) -> Result<Vec<Node>
             continue;
         }
         nodes.push(Node { name, address });
-        let peers = parse_peers(answers.get("peers-clear-std").map_or("", String::as_str));
+        let peers = parse_peers(answers.get(peers_command).map_or("", String::as_str));
         for peer in peers.into_iter().rev() {
             if !nodes.iter().any(|node| node.name == peer.node_id) {
                 queue.push(peer.address);

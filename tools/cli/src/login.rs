@@ -7,7 +7,6 @@ use bolide_wire::admin::{self, command, field, AdminMessage};
 use bolide_wire::frame::{MessageType, ProtoHeader, PROTO_HEADER_BYTES};
 use std::collections::HashMap;
 use std::io::{BufRead, Read, Write};
-use std::net::TcpStream;
 use std::sync::{Mutex, OnceLock};
 
 /// The user the tool logs in as, and its password's hash.
@@ -80,7 +79,7 @@ pub fn result_name(code: u8) -> &'static str {
 
 /// Authenticates `stream` (connected to `address`) as the logged-in user,
 /// if there is one: AUTHENTICATE with the node's token, else LOGIN.
-pub fn authenticate(stream: &mut TcpStream, address: &str) -> Result<(), String> {
+pub fn authenticate(stream: &mut (impl Read + Write), address: &str) -> Result<(), String> {
     let Some(credentials) = credentials() else {
         return Ok(());
     };
@@ -154,7 +153,7 @@ fn refused(address: &str, user: &str, code: u8) -> String {
 
 /// Sends one admin request and reads the reply: its result code and body.
 fn exchange(
-    stream: &mut TcpStream,
+    stream: &mut (impl Read + Write),
     address: &str,
     command: u8,
     fields: &[(u8, &[u8])],

@@ -9,7 +9,9 @@
 //! It talks to the nodes only through the Aerospike protocol (info requests
 //! through Bolide's wire crate, records through the official `aerospike`
 //! crate), so it works against Aerospike servers too. Every node is found
-//! from one seed (`-h`, `-p`) through `peers-clear-std`.
+//! from one seed (`-h`, `-p`) through `peers-clear-std`, or over TLS
+//! (`--tls-enable`, `--tls-name`, `--tls-cafile`, `--tls-certfile`,
+//! `--tls-keyfile`, as asadm) through `peers-tls-std`.
 
 #![deny(unsafe_code)]
 
@@ -20,6 +22,7 @@ mod info;
 mod login;
 mod progress;
 mod sql;
+mod tls;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -45,6 +48,24 @@ struct Arguments {
     /// Password of the user (asked for when -U is given without it).
     #[arg(short = 'P', long, global = true)]
     password: Option<String>,
+    /// Connect with TLS (to the nodes' tls-port).
+    #[arg(long, global = true)]
+    tls_enable: bool,
+    /// The name the nodes' certificates must carry (default: the host).
+    #[arg(long, global = true)]
+    tls_name: Option<String>,
+    /// The CA certificates (PEM) that sign the nodes' certificates.
+    #[arg(long, global = true)]
+    tls_cafile: Option<std::path::PathBuf>,
+    /// A directory of CA certificates.
+    #[arg(long, global = true)]
+    tls_capath: Option<std::path::PathBuf>,
+    /// This client's certificate (PEM), for nodes that ask for one.
+    #[arg(long, global = true)]
+    tls_certfile: Option<std::path::PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, global = true)]
+    tls_keyfile: Option<std::path::PathBuf>,
     /// Milliseconds to wait for a node's answer.
     #[arg(long, default_value_t = 5000, global = true)]
     timeout: u64,
@@ -129,7 +150,26 @@ impl Target {
                 credentials.password.clone(),
             );
         }
+        if let Some(tls) = tls::get() {
+            policy.tls_policy = Some(aerospike::TlsPolicy::new(std::sync::Arc::clone(
+                &tls.config,
+            )));
+        }
         policy
+    }
+
+    /// The seed for the official client: `host:port`, or with TLS
+    /// `host:tls-name:port`.
+    pub fn client_seed(&self) -> String {
+        match tls::get() {
+            Some(tls) => format!(
+                "{}:{}:{}",
+                self.host,
+                tls.name.as_deref().unwrap_or(&self.host),
+                self.port
+            ),
+            None => self.seed(),
+        }
     }
 
     pub fn seed(&self) -> String {
@@ -167,6 +207,18 @@ fn main() -> ExitCode {
             },
         };
         login::set(user, password);
+    }
+    let tls = tls::Options {
+        enable: arguments.tls_enable,
+        name: arguments.tls_name,
+        cafile: arguments.tls_cafile,
+        capath: arguments.tls_capath,
+        certfile: arguments.tls_certfile,
+        keyfile: arguments.tls_keyfile,
+    };
+    if let Err(error) = tls::set(&tls) {
+        eprintln!("{error}");
+        return ExitCode::FAILURE;
     }
     let target = Target {
         host: arguments.host,

@@ -4,7 +4,9 @@
 //! fabric thread, the migrate thread) keeps its own connection ("lane") per
 //! peer and channel, so a replica write leaves from the thread that ran
 //! the write, with no hop to another thread. A lane multiplexes requests:
-//! each carries an id its answer repeats.
+//! each carries an id its answer repeats, and the answer goes to the
+//! [`Mailbox`] of the task that drives the data-path machine which sent it
+//! (`bolide_cluster::datapath`), with the machine's call token.
 //!
 //! Incoming: a fabric connection starts with a HELLO, within
 //! [`HELLO_TIMEOUT`], naming this cluster and a node that is a member of it
@@ -14,62 +16,88 @@
 //! valid frame from a node of this cluster closes the connection, counted
 //! in `fabric_bad_frames` and logged (at most a line a second).
 
+use super::records::Records;
 use super::Context as Node;
 use super::{bump, migrate, remote};
-use bolide_cluster::codec::{self, CodecError, FRAME_HEADER_BYTES};
-use bolide_cluster::conflict::{self, Stamp};
-use bolide_cluster::fabric::{code, Channel, Fabric, Image};
-use bolide_cluster::routing::ConflictPolicy;
+use bolide_cluster::codec::{self, FRAME_HEADER_BYTES};
+use bolide_cluster::datapath::{self, Reply, Token};
+use bolide_cluster::fabric::{code, Channel, Fabric};
 use bolide_cluster::NodeId;
-use bolide_store::{CommitWait, Copy};
-use bolide_types::Digest;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::task::{Poll, Waker};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Frames written in one go when several wait.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
-/// An answer frame, undecoded.
-pub struct Answer {
-    pub kind: u8,
-    pub body: Vec<u8>,
+/// An answer as a lane hands it over.
+pub enum ReplyFrame {
+    /// An `Ack` (decoded at once: no copy of its frame).
+    Ack(u8),
+    Frame {
+        kind: u8,
+        body: Vec<u8>,
+    },
+    /// No answer will come: no route, or the connection failed or closed.
+    Lost,
 }
 
-impl Answer {
-    pub fn decode(&self) -> Result<Fabric<'_>, CodecError> {
-        Fabric::decode(self.kind, &self.body)
-    }
-
-    /// The code of an Ack answer; FAILED for anything else.
-    pub fn ack_code(&self) -> u8 {
-        match self.decode() {
-            Ok(Fabric::Ack { code, .. }) => code,
-            _ => code::FAILED,
+impl ReplyFrame {
+    /// Hands the reply to `use_it` as the data-path machines take it.
+    pub fn with_reply<R>(&self, use_it: impl FnOnce(Reply<'_>) -> R) -> R {
+        match self {
+            ReplyFrame::Ack(code) => use_it(Reply::Answer(&Fabric::Ack { id: 0, code: *code })),
+            ReplyFrame::Frame { kind, body } => match Fabric::decode(*kind, body) {
+                Ok(message) => use_it(Reply::Answer(&message)),
+                Err(_) => use_it(Reply::Invalid),
+            },
+            ReplyFrame::Lost => use_it(Reply::Lost),
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FabricError {
-    /// No address is known for the node.
-    NoRoute,
-    /// The connection failed or closed before the answer came.
-    Closed,
-    Timeout,
+/// The replies to one task's calls, in the order they arrive. A task (one
+/// thread's) owns it; lanes of that thread hold it for the calls in
+/// flight.
+#[derive(Default)]
+pub struct Mailbox {
+    replies: RefCell<VecDeque<(Token, ReplyFrame)>>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Mailbox {
+    fn deliver(&self, token: Token, reply: ReplyFrame) {
+        self.replies.borrow_mut().push_back((token, reply));
+        if let Some(waker) = self.waker.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// The next reply.
+    pub async fn recv(&self) -> (Token, ReplyFrame) {
+        std::future::poll_fn(|cx| match self.replies.borrow_mut().pop_front() {
+            Some(reply) => Poll::Ready(reply),
+            None => {
+                *self.waker.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
 }
 
 struct Lane {
     frames: mpsc::UnboundedSender<Vec<u8>>,
-    pending: RefCell<HashMap<u64, oneshot::Sender<Answer>>>,
+    pending: RefCell<HashMap<u64, (Rc<Mailbox>, Token)>>,
     next_id: Cell<u64>,
     closed: Cell<bool>,
     key: (NodeId, u8),
@@ -78,13 +106,34 @@ struct Lane {
 impl Lane {
     fn close(&self) {
         self.closed.set(true);
-        self.pending.borrow_mut().clear();
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        for (_, (mailbox, token)) in pending {
+            mailbox.deliver(token, ReplyFrame::Lost);
+        }
         LANES.with(|lanes| {
             let mut lanes = lanes.borrow_mut();
             if lanes.get(&self.key).is_some_and(|lane| lane.closed.get()) {
                 lanes.remove(&self.key);
             }
         });
+    }
+
+    /// An answer arrived: to the mailbox of the call it answers.
+    fn answered(&self, kind: u8, body: &[u8]) {
+        let Some(id) = body.first_chunk::<8>().map(|id| u64::from_le_bytes(*id)) else {
+            return;
+        };
+        let Some((mailbox, token)) = self.pending.borrow_mut().remove(&id) else {
+            return;
+        };
+        let reply = match Fabric::decode(kind, body) {
+            Ok(Fabric::Ack { code, .. }) => ReplyFrame::Ack(code),
+            _ => ReplyFrame::Frame {
+                kind,
+                body: body.to_vec(),
+            },
+        };
+        mailbox.deliver(token, reply);
     }
 }
 
@@ -99,47 +148,42 @@ fn channel_byte(channel: Channel) -> u8 {
     }
 }
 
-/// Sends one request to `to` and waits for its answer (until `deadline`).
-/// Must run inside a `LocalSet`.
-pub async fn call(
+/// Sends one call of a data-path machine to `to`: `encode` writes the
+/// frame with the wire id; the reply goes to `mailbox` with `token` (Lost
+/// at once if there is no way to `to`). Must run inside a `LocalSet`.
+// PERF: hot path (a replicated write's copies).
+pub fn send(
     node: &Arc<Node>,
     to: NodeId,
     channel: Channel,
-    deadline: Instant,
+    mailbox: &Rc<Mailbox>,
+    token: Token,
     encode: impl FnOnce(u64, &mut Vec<u8>),
-) -> Result<Answer, FabricError> {
-    let lane = lane(node, to, channel)?;
+) {
+    let Some(lane) = lane(node, to, channel) else {
+        mailbox.deliver(token, ReplyFrame::Lost);
+        return;
+    };
     let id = lane.next_id.get();
     lane.next_id.set(id.wrapping_add(1));
-    let (sender, receiver) = oneshot::channel();
-    lane.pending.borrow_mut().insert(id, sender);
+    lane.pending
+        .borrow_mut()
+        .insert(id, (Rc::clone(mailbox), token));
     let mut frame = Vec::new();
     encode(id, &mut frame);
     if lane.frames.send(frame).is_err() {
         lane.close();
-        return Err(FabricError::Closed);
-    }
-    match tokio::time::timeout_at(deadline.into(), receiver).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(_)) => Err(FabricError::Closed),
-        Err(_) => {
-            lane.pending.borrow_mut().remove(&id);
-            Err(FabricError::Timeout)
-        }
     }
 }
 
-fn lane(node: &Arc<Node>, to: NodeId, channel: Channel) -> Result<Rc<Lane>, FabricError> {
+fn lane(node: &Arc<Node>, to: NodeId, channel: Channel) -> Option<Rc<Lane>> {
     let key = (to, channel_byte(channel));
     if let Some(lane) = LANES.with(|lanes| lanes.borrow().get(&key).cloned()) {
         if !lane.closed.get() {
-            return Ok(lane);
+            return Some(lane);
         }
     }
-    let endpoint = node
-        .cluster
-        .fabric_endpoint(to)
-        .ok_or(FabricError::NoRoute)?;
+    let endpoint = node.cluster.fabric_endpoint(to)?;
     let (frames, receiver) = mpsc::unbounded_channel();
     let lane = Rc::new(Lane {
         frames,
@@ -156,7 +200,7 @@ fn lane(node: &Arc<Node>, to: NodeId, channel: Channel) -> Result<Rc<Lane>, Fabr
         channel,
         receiver,
     ));
-    Ok(lane)
+    Some(lane)
 }
 
 async fn run_lane(
@@ -196,16 +240,7 @@ async fn run_lane(
             loop {
                 match codec::split_frame(&buffer) {
                     Ok(Some((header, body, total))) => {
-                        let id = body.first_chunk::<8>().map(|id| u64::from_le_bytes(*id));
-                        let answer = Answer {
-                            kind: header.kind,
-                            body: body.to_vec(),
-                        };
-                        if let Some(sender) =
-                            id.and_then(|id| answers.pending.borrow_mut().remove(&id))
-                        {
-                            let _ = sender.send(answer);
-                        }
+                        answers.answered(header.kind, body);
                         buffer.drain(..total);
                     }
                     Ok(None) => break,
@@ -433,22 +468,31 @@ fn handle_request(
     request: Fabric<'_>,
     answers: &mpsc::UnboundedSender<Vec<u8>>,
 ) -> Result<(), ()> {
+    let counters = &node.cluster.counters;
     match request {
         Fabric::ReplicaWrite {
             id,
             namespace,
             cluster_key,
             image,
+            ..
         } => {
-            bump(&node.cluster.counters.replica_writes_received);
-            let (code, wait) = apply_replica_write(node, namespace, cluster_key, &image);
-            match wait {
-                None => send_ack(answers, id, code),
+            let routing = node.cluster.routing.load();
+            let ack = datapath::apply_replica_write(
+                &Records(&node.store),
+                &routing,
+                namespace,
+                cluster_key,
+                &image,
+                &mut |counter, n| counters.count(counter, n),
+            );
+            match ack.wait {
+                None => send_ack(answers, id, ack.code),
                 Some(wait) => {
                     let answers = answers.clone();
                     tokio::task::spawn_local(async move {
                         let code = if wait.wait().await.is_ok() {
-                            code
+                            ack.code
                         } else {
                             code::FAILED
                         };
@@ -469,7 +513,6 @@ fn handle_request(
             tokio::task::spawn_local(async move {
                 let (redirect, answer) =
                     remote::serve_proxy(&node, body, framing, timeout_ms).await;
-                let redirect = redirect.filter(|&to| to != node.cluster.node_id);
                 let mut frame = Vec::with_capacity(answer.len() + 48);
                 Fabric::ProxyAnswer {
                     id,
@@ -485,113 +528,17 @@ fn handle_request(
             namespace,
             digest,
         } => {
+            let routing = node.cluster.routing.load();
+            let copy = datapath::serve_fetch(&Records(&node.store), &routing, namespace, &digest);
             let mut frame = Vec::new();
-            let copy = fetch_copy(node, namespace, &Digest(digest));
-            let image = copy.as_ref().map(|copy| image_of(&copy.as_copy()));
-            Fabric::FetchAnswer { id, image }.encode(&mut frame);
+            Fabric::FetchAnswer {
+                id,
+                image: copy.as_ref().map(|copy| copy.image()),
+            }
+            .encode(&mut frame);
             let _ = answers.send(frame);
         }
         _ => return Err(()),
     }
     Ok(())
-}
-
-/// Applies a replica write if this node is in the map the master used.
-/// Replica writes are ordered by last-update time (then generation), as
-/// Aerospike orders them, so a late or repeated one changes nothing.
-fn apply_replica_write(
-    node: &Node,
-    namespace: &str,
-    cluster_key: u64,
-    image: &Image<'_>,
-) -> (u8, Option<CommitWait>) {
-    let routing = node.cluster.routing.load();
-    if !routing.settled() || routing.cluster_key != cluster_key {
-        bump(&node.cluster.counters.replica_writes_refused);
-        return (code::CLUSTER_KEY_MISMATCH, None);
-    }
-    let Some((_, ns)) = node.store.namespace_index(namespace.as_bytes()) else {
-        return (code::FAILED, None);
-    };
-    let copy = copy_of(image);
-    let mut writer = ns.write(&copy.digest);
-    match writer.apply_copy(&copy, |held, incoming| {
-        wins(ConflictPolicy::LastUpdateTime, held, incoming)
-    }) {
-        Ok((_, wait)) => (code::OK, wait),
-        Err(error) => {
-            tracing::warn!(?error, "replica write refused by storage");
-            (code::FAILED, None)
-        }
-    }
-}
-
-/// Whether an incoming copy beats the held one under `policy`.
-pub fn wins(policy: ConflictPolicy, held: Option<(u16, u64)>, incoming: (u16, u64)) -> bool {
-    let stamp = |(generation, last_update_ms): (u16, u64)| Stamp {
-        generation,
-        last_update_ms,
-    };
-    conflict::incoming_wins(policy, held.map(stamp), stamp(incoming))
-}
-
-/// This node's copy of a record (or its tombstone), for duplicate
-/// resolution.
-pub fn fetch_copy(
-    node: &Node,
-    namespace: &str,
-    digest: &Digest,
-) -> Option<bolide_store::OwnedCopy> {
-    let (_, ns) = node.store.namespace_index(namespace.as_bytes())?;
-    let table = ns.read(digest);
-    if let Some(entry) = table.get(digest) {
-        let mut buf = Vec::new();
-        let record = ns.record_bytes(&entry, &mut buf).ok()?.to_vec();
-        return Some(bolide_store::OwnedCopy {
-            digest: *digest,
-            generation: entry.meta.generation,
-            last_update_ms: entry.meta.last_update_ms,
-            void_time: entry.meta.void_time,
-            set_name: ns
-                .set_name(entry.meta.set_id)
-                .unwrap_or_default()
-                .as_bytes()
-                .to_vec(),
-            record: Some(record),
-        });
-    }
-    table.tombstone(digest).map(|t| bolide_store::OwnedCopy {
-        digest: *digest,
-        generation: t.generation,
-        last_update_ms: t.last_update_ms,
-        void_time: 0,
-        set_name: ns
-            .set_name(t.set_id)
-            .unwrap_or_default()
-            .as_bytes()
-            .to_vec(),
-        record: None,
-    })
-}
-
-pub fn image_of<'a>(copy: &Copy<'a>) -> Image<'a> {
-    Image {
-        digest: copy.digest.0,
-        generation: copy.generation,
-        last_update_ms: copy.last_update_ms,
-        void_time: copy.void_time,
-        set_name: copy.set_name,
-        record: copy.record,
-    }
-}
-
-pub fn copy_of<'a>(image: &Image<'a>) -> Copy<'a> {
-    Copy {
-        digest: Digest(image.digest),
-        generation: image.generation,
-        last_update_ms: image.last_update_ms,
-        void_time: image.void_time,
-        set_name: image.set_name,
-        record: image.record,
-    }
 }

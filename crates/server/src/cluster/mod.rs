@@ -7,21 +7,28 @@
 //!  cluster thread     heartbeat listener + dialers, ClusterNode (sans-I/O),
 //!                     publishes Routing and Status
 //!  event loops        client connections and fabric request connections;
-//!                     replicate / proxy / resolve as async tasks
+//!                     each request's remote work (bolide_cluster::datapath::
+//!                     Work: proxy, resolve, replicate) driven by a task
 //!  fabric thread      the same remote work for batch rows (blocking callers)
-//!  migrate thread     emigrations and the bulk (migration) connections,
-//!                     at background priority
+//!  migrate thread     the Emigrator and Immigrator machines over the bulk
+//!                     (migration) connections, at background priority
 //! ```
+//!
+//! The data path's logic is the cluster crate's state machines; the code
+//! here only carries out what they ask (fabric sends, store calls, answers,
+//! timers) and feeds them replies, ticks and the routing in force.
 
 pub mod fabric;
 pub mod heartbeat;
 pub mod info;
 pub mod migrate;
+pub mod records;
 pub mod remote;
 pub mod security;
 
 use crate::config::Config;
 use arc_swap::ArcSwap;
+use bolide_cluster::datapath::Counter;
 use bolide_cluster::message::Endpoint;
 use bolide_cluster::metadata::Item;
 use bolide_cluster::node::{DataEvent, NamespaceConfig, Status};
@@ -81,6 +88,36 @@ pub struct Counters {
     /// first [`heartbeat::CONNECTION_FREE_BYTES`] (a gauge, bounded by
     /// [`heartbeat::BUFFERED_BYTES_MAX`]).
     pub heartbeat_buffered_bytes: AtomicU64,
+}
+
+impl Counters {
+    /// Counts what a data-path machine reports.
+    pub fn count(&self, counter: Counter, n: u64) {
+        let statistic = match counter {
+            Counter::ClientProxyComplete => &self.client_proxy_complete,
+            Counter::ClientProxyError => &self.client_proxy_error,
+            Counter::ClientProxyTimeout => &self.client_proxy_timeout,
+            Counter::ProxyBegun => &self.proxy_in_progress,
+            Counter::ProxyEnded => {
+                self.proxy_in_progress.fetch_sub(n, Relaxed);
+                return;
+            }
+            Counter::FromProxyComplete => &self.from_proxy_complete,
+            Counter::FromProxyRedirect => &self.from_proxy_redirect,
+            Counter::ReplicaWritesSent => &self.replica_writes_sent,
+            Counter::ReplicaWritesReceived => &self.replica_writes_received,
+            Counter::ReplicaWritesRefused => &self.replica_writes_refused,
+            Counter::ReplicaWriteTimeouts => &self.replica_write_timeouts,
+            Counter::DupResFetches => &self.dup_res_fetches,
+            Counter::MigrateRecordsTransmitted => &self.migrate_records_transmitted,
+            Counter::MigrateRecordsReceived => &self.migrate_records_received,
+            Counter::MigrateRecordsApplied => &self.migrate_records_applied,
+            Counter::MigrateRecordsSkipped => &self.migrate_records_skipped,
+            Counter::MigratePartitionsSent => &self.migrate_partitions_sent,
+            Counter::MigratePartitionsReceived => &self.migrate_partitions_received,
+        };
+        statistic.fetch_add(n, Relaxed);
+    }
 }
 
 /// What the node's work between nodes needs: the store, the services

@@ -1,74 +1,75 @@
 //! Carrying out a request's work on other nodes (a [`Remote`] from the
-//! transaction layer): proxying to the node that serves it, waiting for a
-//! settling map, resolving a record against copies not merged yet, and
-//! sending a write's copies to the other holders before the client hears
-//! of it. All of it is bounded by the request's deadline (its own timeout,
-//! else `transaction-max-ms`); past it the client gets a timeout (9).
+//! transaction layer): the cluster crate's [`Work`] machine decides
+//! (proxy hop rule, waiting for the map, duplicate resolution, a write's
+//! copies to the other holders, the deadline); the task here only sends
+//! its calls over the fabric, runs the request again when it asks, feeds it
+//! replies and ticks, and hands back its answer.
 
-use super::bump;
-use super::fabric::{call, copy_of, image_of, wins, FabricError};
+use super::fabric::{self, Mailbox, ReplyFrame};
+use super::monotonic_ms;
+use super::records::Records;
 use super::Context as Node;
-use bolide_cluster::fabric::{code, Channel, Fabric, ProxyFraming};
+use bolide_cluster::datapath::{self, Finish, Need, Output, Proxied, Ran, Work};
+use bolide_cluster::fabric::{Fabric, ProxyFraming};
 use bolide_cluster::metadata::Item;
 use bolide_cluster::NodeId;
 use bolide_store::CommitWait;
-use bolide_transaction::{Cluster, Outcome, Remote, RemoteRunner, Replication, Request, Scratch};
-use bolide_types::{Digest, ResultCode};
+use bolide_transaction::{Cluster, Outcome, Remote, RemoteRunner, Scratch};
+use bolide_types::ResultCode;
 use bolide_wire::response::append_result_framed;
 use bolide_wire::Framing;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// The longest pause between two attempts of one request.
-const RETRY_PAUSE_MAX: Duration = Duration::from_millis(50);
+use std::time::Duration;
 
 /// The answer to `remote`'s request once its work is done.
 pub fn complete(node: Arc<Node>, remote: Remote) -> Pin<Box<dyn Future<Output = Vec<u8>>>> {
-    let deadline = deadline_of(&node, timeout_of(&remote));
-    complete_until(node, remote, deadline)
+    Box::pin(async move {
+        let Remote {
+            need,
+            request,
+            answer,
+        } = remote;
+        let now = monotonic_ms();
+        let mut work = Work::new(
+            node.cluster.node_id,
+            now,
+            timeout_ms(&node, request.timeout_ms),
+            request.body,
+            proxy_framing(request.framing),
+        );
+        work.start(need, now, &node.cluster.routing.load());
+        let local = Local {
+            answer,
+            waits: Vec::new(),
+            framing: request.framing,
+        };
+        drive(node, work, local).await
+    })
 }
 
-fn timeout_of(remote: &Remote) -> u32 {
-    match remote {
-        Remote::Proxy { request, .. }
-        | Remote::Again { request }
-        | Remote::Resolve { request, .. } => request.timeout_ms,
-        Remote::Replicate(replication) => replication.timeout_ms,
+/// The request's own timeout, else `transaction-max-ms`.
+fn timeout_ms(node: &Node, timeout_ms: u32) -> u64 {
+    match timeout_ms {
+        0 => node.cluster.transaction_max_ms,
+        ms => u64::from(ms),
     }
 }
 
-fn deadline_of(node: &Node, timeout_ms: u32) -> Instant {
-    let timeout = match timeout_ms {
-        0 => node.cluster.transaction_max_ms,
-        ms => u64::from(ms),
-    };
-    Instant::now() + Duration::from_millis(timeout)
+fn proxy_framing(framing: Framing) -> ProxyFraming {
+    match framing {
+        Framing::Message => ProxyFraming::Message,
+        Framing::Row { index } => ProxyFraming::Row(index),
+    }
 }
 
-fn complete_until(
-    node: Arc<Node>,
-    remote: Remote,
-    deadline: Instant,
-) -> Pin<Box<dyn Future<Output = Vec<u8>>>> {
-    Box::pin(async move {
-        match remote {
-            Remote::Replicate(replication) => replicate(&node, replication, deadline).await,
-            Remote::Proxy { to, request } => proxy(&node, to, request, deadline).await,
-            Remote::Again { request } => {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                rerun(&node, request, false, deadline).await
-            }
-            Remote::Resolve {
-                namespace,
-                digest,
-                from,
-                request,
-            } => resolve(&node, namespace, digest, from, request, deadline).await,
-        }
-    })
+fn framing_of(framing: ProxyFraming) -> Framing {
+    match framing {
+        ProxyFraming::Message => Framing::Message,
+        ProxyFraming::Row(index) => Framing::Row { index },
+    }
 }
 
 fn timeout_answer(framing: Framing) -> Vec<u8> {
@@ -77,12 +78,22 @@ fn timeout_answer(framing: Framing) -> Vec<u8> {
     out
 }
 
+/// What the latest local run of the request answered (for a write, the
+/// answer sent once its copies are in), and the durability waits it
+/// depends on.
+struct Local {
+    answer: Vec<u8>,
+    waits: Vec<CommitWait>,
+    framing: Framing,
+}
+
 /// Runs the request here now, with the current routing: its answer (and
 /// the durability waits it depends on), or the remote work it needs.
 #[allow(clippy::result_large_err)]
 fn run_here(
     node: &Node,
-    request: &Request,
+    body: &[u8],
+    framing: Framing,
     from_proxy: bool,
     resolved: bool,
 ) -> Result<(Vec<u8>, Vec<CommitWait>), Remote> {
@@ -99,8 +110,8 @@ fn run_here(
     match bolide_transaction::execute_framed(
         &node.store,
         &cluster,
-        &request.body,
-        request.framing,
+        body,
+        framing,
         &mut out,
         &mut scratch,
     ) {
@@ -108,115 +119,128 @@ fn run_here(
         Outcome::Remote(remote) => Err(remote),
         Outcome::Stream(_) => {
             let mut out = Vec::new();
-            append_result_framed(&mut out, ResultCode::Parameter.as_u8(), request.framing);
+            append_result_framed(&mut out, ResultCode::Parameter.as_u8(), framing);
             Ok((out, Vec::new()))
         }
     }
 }
 
-/// Runs the request again here (its map changed, or its record was just
-/// resolved), and whatever remote work that leads to.
-async fn rerun(node: &Arc<Node>, request: Request, resolved: bool, deadline: Instant) -> Vec<u8> {
-    if Instant::now() >= deadline {
-        return timeout_answer(request.framing);
-    }
-    match run_here(node, &request, false, resolved) {
-        Ok((answer, waits)) => finish(answer, waits, request.framing).await,
-        Err(remote) => complete_until(Arc::clone(node), remote, deadline).await,
+/// Drives `work` until it answers; what is left (a write's copies after an
+/// early answer) goes on in a task of its own.
+async fn drive(node: Arc<Node>, mut work: Work, mut local: Local) -> Vec<u8> {
+    let mailbox = Rc::new(Mailbox::default());
+    let mut last_reply = None;
+    loop {
+        if let Some(finish) = carry_out(&node, &mut work, &mut local, &mailbox) {
+            let answer = match finish {
+                Finish::Local => finish_local(&mut local).await,
+                Finish::Relay => relayed(last_reply.as_ref(), local.framing),
+                Finish::Timeout => timeout_answer(local.framing),
+            };
+            if !work.is_over() {
+                tokio::task::spawn_local(drive_rest(node, work, local, mailbox));
+            }
+            return answer;
+        }
+        if work.is_over() {
+            // Over without an answer cannot happen; answer anyway.
+            return timeout_answer(local.framing);
+        }
+        last_reply = wait(&node, &mut work, &mailbox).await;
     }
 }
 
-/// Waits for the writes behind `answer` to be durable (commit-to-device).
-async fn finish(answer: Vec<u8>, waits: Vec<CommitWait>, framing: Framing) -> Vec<u8> {
-    for wait in waits {
+/// Drives an answered `work` to its end.
+async fn drive_rest(node: Arc<Node>, mut work: Work, mut local: Local, mailbox: Rc<Mailbox>) {
+    loop {
+        carry_out(&node, &mut work, &mut local, &mailbox);
+        if work.is_over() {
+            return;
+        }
+        wait(&node, &mut work, &mailbox).await;
+    }
+}
+
+/// Carries out every output `work` has; the answer, if one came.
+fn carry_out(
+    node: &Arc<Node>,
+    work: &mut Work,
+    local: &mut Local,
+    mailbox: &Rc<Mailbox>,
+) -> Option<Finish> {
+    let mut finished = None;
+    while let Some(output) = work.next_output() {
+        match output {
+            Output::Send { token, to, channel } => {
+                fabric::send(node, to, channel, mailbox, token, |id, out| {
+                    work.encode(token, id, out)
+                });
+            }
+            Output::Run { resolved } => {
+                let ran = match run_here(node, work.body(), local.framing, false, resolved) {
+                    Ok((answer, waits)) => {
+                        local.answer = answer;
+                        local.waits = waits;
+                        Ran::Answered
+                    }
+                    Err(remote) => {
+                        if let Need::Replicate(_) = remote.need {
+                            local.answer = remote.answer;
+                        }
+                        Ran::Need(remote.need)
+                    }
+                };
+                work.ran(ran, monotonic_ms(), &node.cluster.routing.load());
+            }
+            Output::Finish(finish) => finished = Some(finish),
+            Output::Count(counter, n) => node.cluster.counters.count(counter, n),
+            Output::Event(_) => {}
+        }
+    }
+    finished
+}
+
+/// Waits for a reply or the work's next wake time, and feeds it in; the
+/// reply, if one came.
+async fn wait(node: &Arc<Node>, work: &mut Work, mailbox: &Mailbox) -> Option<ReplyFrame> {
+    let wake = work.wake_at()?;
+    let sleep = Duration::from_millis(wake.saturating_sub(monotonic_ms()));
+    tokio::select! {
+        biased;
+        (token, reply) = mailbox.recv() => {
+            reply.with_reply(|decoded| {
+                work.reply(token, decoded, monotonic_ms(), &Records(&node.store))
+            });
+            Some(reply)
+        }
+        () = tokio::time::sleep(sleep) => {
+            work.tick(monotonic_ms(), &node.cluster.routing.load());
+            None
+        }
+    }
+}
+
+/// Waits for the writes behind the local answer to be durable
+/// (commit-to-device).
+async fn finish_local(local: &mut Local) -> Vec<u8> {
+    for wait in std::mem::take(&mut local.waits) {
         if wait.wait().await.is_err() {
             let mut out = Vec::new();
-            append_result_framed(&mut out, ResultCode::Unknown.as_u8(), framing);
+            append_result_framed(&mut out, ResultCode::Unknown.as_u8(), local.framing);
             return out;
         }
     }
-    answer
+    std::mem::take(&mut local.answer)
 }
 
-async fn pause(attempt: &mut u32) {
-    let pause = Duration::from_millis(2u64 << (*attempt).min(5)).min(RETRY_PAUSE_MAX);
-    *attempt += 1;
-    tokio::time::sleep(pause).await;
-}
-
-/// Sends the request to the node that serves it and relays the answer; if
-/// that node does not serve it either (maps differ), routes it again here.
-async fn proxy(node: &Arc<Node>, mut to: NodeId, request: Request, deadline: Instant) -> Vec<u8> {
-    let counters = &node.cluster.counters;
-    counters.proxy_in_progress.fetch_add(1, Relaxed);
-    let framing = match request.framing {
-        Framing::Message => ProxyFraming::Message,
-        Framing::Row { index } => ProxyFraming::Row(index),
-    };
-    let mut attempt = 0;
-    let mut hops = 0;
-    let answer = loop {
-        let now = Instant::now();
-        if now >= deadline {
-            bump(&counters.client_proxy_timeout);
-            break timeout_answer(request.framing);
+/// The answer inside a proxy's reply.
+fn relayed(reply: Option<&ReplyFrame>, framing: Framing) -> Vec<u8> {
+    if let Some(ReplyFrame::Frame { kind, body }) = reply {
+        if let Ok(Fabric::ProxyAnswer { answer, .. }) = Fabric::decode(*kind, body) {
+            return answer.to_vec();
         }
-        let timeout_ms = deadline
-            .saturating_duration_since(now)
-            .as_millis()
-            .min(u128::from(u32::MAX)) as u32;
-        let body = &request.body;
-        let sent = call(node, to, Channel::Requests, deadline, |id, out| {
-            Fabric::Proxy {
-                id,
-                timeout_ms: timeout_ms.max(1),
-                framing,
-                body,
-            }
-            .encode(out)
-        })
-        .await;
-        let mut redirect = None;
-        if let Ok(answer) = &sent {
-            match answer.decode() {
-                Ok(Fabric::ProxyAnswer {
-                    redirect: None,
-                    answer,
-                    ..
-                }) => {
-                    bump(&counters.client_proxy_complete);
-                    break answer.to_vec();
-                }
-                Ok(Fabric::ProxyAnswer {
-                    redirect: Some(next),
-                    ..
-                }) => redirect = Some(next),
-                _ => {}
-            }
-        }
-        if matches!(sent, Err(FabricError::NoRoute | FabricError::Closed)) {
-            bump(&counters.client_proxy_error);
-        }
-        // Not served there. The node it was sent to names who serves it
-        // (mastership moved in a handoff this node does not see): go there.
-        if let Some(next) = redirect.filter(|&next| next != node.cluster.node_id && next != to) {
-            hops += 1;
-            if hops <= 3 {
-                to = next;
-                continue;
-            }
-            hops = 0;
-        }
-        // Else route again with this node's current map.
-        pause(&mut attempt).await;
-        match run_here(node, &request, false, false) {
-            Ok((answer, waits)) => break finish(answer, waits, request.framing).await,
-            Err(Remote::Proxy { to: next, .. }) => to = next,
-            Err(other) => break complete_until(Arc::clone(node), other, deadline).await,
-        }
-    };
-    counters.proxy_in_progress.fetch_sub(1, Relaxed);
-    answer
+    }
+    timeout_answer(framing)
 }
 
 /// Serves a request another node proxied here. Returns (redirect, answer):
@@ -225,217 +249,42 @@ pub async fn serve_proxy(
     node: &Arc<Node>,
     body: Vec<u8>,
     framing: ProxyFraming,
-    timeout_ms: u32,
+    timeout_ms_asked: u32,
 ) -> (Option<NodeId>, Vec<u8>) {
-    let request = Request {
-        body,
-        framing: match framing {
-            ProxyFraming::Message => Framing::Message,
-            ProxyFraming::Row(index) => Framing::Row { index },
-        },
-        timeout_ms,
+    let wire_framing = framing_of(framing);
+    let mut local = Local {
+        answer: Vec::new(),
+        waits: Vec::new(),
+        framing: wire_framing,
     };
-    let deadline = deadline_of(node, timeout_ms);
-    match run_here(node, &request, true, false) {
+    let ran = match run_here(node, &body, wire_framing, true, false) {
         Ok((answer, waits)) => {
-            bump(&node.cluster.counters.from_proxy_complete);
-            (None, finish(answer, waits, request.framing).await)
-        }
-        Err(Remote::Proxy { to, .. }) => {
-            bump(&node.cluster.counters.from_proxy_redirect);
-            (Some(to), Vec::new())
+            local.answer = answer;
+            local.waits = waits;
+            Ran::Answered
         }
         Err(remote) => {
-            bump(&node.cluster.counters.from_proxy_complete);
-            (
-                None,
-                complete_until(Arc::clone(node), remote, deadline).await,
-            )
-        }
-    }
-}
-
-/// Fetches the record's copies not merged yet, applies the newest here,
-/// then runs the request (duplicate resolution before a write).
-async fn resolve(
-    node: &Arc<Node>,
-    namespace: usize,
-    digest: Digest,
-    from: Vec<NodeId>,
-    request: Request,
-    deadline: Instant,
-) -> Vec<u8> {
-    let Some(ns) = node.store.namespaces().get(namespace).cloned() else {
-        return timeout_answer(request.framing);
-    };
-    let policy = node.cluster.policy(namespace);
-    let name = ns.name().to_owned();
-    let fetches = from.iter().map(|&to| {
-        let name = &name;
-        async move {
-            bump(&node.cluster.counters.dup_res_fetches);
-            call(node, to, Channel::Requests, deadline, |id, out| {
-                Fabric::Fetch {
-                    id,
-                    namespace: name,
-                    digest: digest.0,
-                }
-                .encode(out)
-            })
-            .await
-        }
-    });
-    let answers = futures::future::join_all(fetches).await;
-    let mut complete = true;
-    for answer in &answers {
-        match answer.as_ref().map(|answer| answer.decode()) {
-            Ok(Ok(Fabric::FetchAnswer { image, .. })) => {
-                if let Some(image) = image {
-                    let copy = copy_of(&image);
-                    let mut writer = ns.write(&digest);
-                    if writer
-                        .apply_copy(&copy, |held, incoming| wins(policy, held, incoming))
-                        .is_err()
-                    {
-                        complete = false;
-                    }
-                }
+            if let Need::Replicate(_) = remote.need {
+                local.answer = remote.answer;
             }
-            _ => complete = false,
+            Ran::Need(remote.need)
         }
-    }
-    if !complete {
-        // A copy could not be had: route again (the map may have moved on).
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        return rerun(node, request, false, deadline).await;
-    }
-    rerun(node, request, true, deadline).await
-}
-
-/// Sends a write's copy to every other holder of its partition and waits
-/// for each to apply it; retries with the current map until the deadline.
-async fn replicate(node: &Arc<Node>, replication: Replication, deadline: Instant) -> Vec<u8> {
-    let Replication {
-        namespace,
-        pid,
-        cluster_key,
-        to,
-        copy,
-        answer,
+    };
+    let counters = &node.cluster.counters;
+    let proxied = datapath::serve_proxied(
+        node.cluster.node_id,
+        ran,
+        monotonic_ms(),
+        timeout_ms(node, timeout_ms_asked),
+        body,
         framing,
-        commit_master,
-        guard,
-        ..
-    } = replication;
-    let counters = &node.cluster.counters;
-    let Some(name) = node
-        .store
-        .namespaces()
-        .get(namespace)
-        .map(|ns| ns.name().to_owned())
-    else {
-        return answer;
-    };
-    if commit_master {
-        // Answered at once; the copies still go out (and are retried).
-        let node = Arc::clone(node);
-        tokio::task::spawn_local(async move {
-            let _guard = guard;
-            send_copies(
-                &node,
-                namespace,
-                pid,
-                &name,
-                cluster_key,
-                to,
-                &copy,
-                deadline,
-            )
-            .await;
-        });
-        return answer;
-    }
-    let _guard = guard;
-    if send_copies(
-        node,
-        namespace,
-        pid,
-        &name,
-        cluster_key,
-        to,
-        &copy,
-        deadline,
-    )
-    .await
-    {
-        answer
-    } else {
-        bump(&counters.replica_write_timeouts);
-        timeout_answer(framing)
-    }
-}
-
-/// Whether every copy was acknowledged before the deadline.
-#[allow(clippy::too_many_arguments)]
-async fn send_copies(
-    node: &Arc<Node>,
-    namespace: usize,
-    pid: u16,
-    name: &str,
-    mut key: u64,
-    mut pending: Vec<NodeId>,
-    copy: &bolide_store::OwnedCopy,
-    deadline: Instant,
-) -> bool {
-    let counters = &node.cluster.counters;
-    let image = image_of(&copy.as_copy());
-    let mut attempt = 0;
-    loop {
-        let sends = pending.iter().map(|&to| async move {
-            bump(&counters.replica_writes_sent);
-            let answer = call(node, to, Channel::Requests, deadline, |id, out| {
-                Fabric::ReplicaWrite {
-                    id,
-                    namespace: name,
-                    cluster_key: key,
-                    image,
-                }
-                .encode(out)
-            })
-            .await;
-            (to, answer.map(|answer| answer.ack_code()))
-        });
-        let results = futures::future::join_all(sends).await;
-        pending = results
-            .into_iter()
-            .filter(|(_, result)| *result != Ok(code::OK))
-            .map(|(to, _)| to)
-            .collect();
-        if pending.is_empty() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        pause(&mut attempt).await;
-        // The map moved on: the copies go to the partition's holders now.
-        let routing = node.cluster.routing.load();
-        if routing.settled() && routing.cluster_key != key {
-            key = routing.cluster_key;
-            let route = routing
-                .namespaces
-                .get(namespace)
-                .map(|ns| ns.route(usize::from(pid)))
-                .unwrap_or_default();
-            pending = route
-                .destinations()
-                .iter()
-                .filter_map(|&member| routing.member(member))
-                .collect();
-            if pending.is_empty() {
-                return true;
-            }
-        }
+        &node.cluster.routing.load(),
+        &mut |counter, n| counters.count(counter, n),
+    );
+    match proxied {
+        Proxied::Answered => (None, finish_local(&mut local).await),
+        Proxied::Redirect(to) => (Some(to), Vec::new()),
+        Proxied::Work(work) => (None, drive(Arc::clone(node), work, local).await),
     }
 }
 
@@ -453,12 +302,7 @@ pub struct BlockingRunner {
 
 impl RemoteRunner for BlockingRunner {
     fn run_blocking(&self, remote: Remote) -> Vec<u8> {
-        let framing = match &remote {
-            Remote::Proxy { request, .. }
-            | Remote::Again { request }
-            | Remote::Resolve { request, .. } => request.framing,
-            Remote::Replicate(replication) => replication.framing,
-        };
+        let framing = remote.request.framing;
         let (sender, receiver) = std::sync::mpsc::channel();
         if self
             .jobs

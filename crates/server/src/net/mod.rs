@@ -395,8 +395,18 @@ mod tests {
         let params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
         let certificate = params.self_signed(&key).expect("certificate");
         let der = certificate.der().clone();
-        let private = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
-        let server = tls::ServerTls::from_parts(vec![der.clone()], private).expect("server");
+        static PAIRS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let directory = std::env::temp_dir().join(format!(
+            "bolide-net-tls-{}-{}",
+            std::process::id(),
+            PAIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&directory).expect("directory");
+        let (cert_file, key_file) = (directory.join("cert.pem"), directory.join("key.pem"));
+        std::fs::write(&cert_file, certificate.pem()).expect("write");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write");
+        let server = tls::ServerTls::from_files(&cert_file, &key_file).expect("server");
+        let _ = std::fs::remove_dir_all(&directory);
         let client = tls::ClientTls::from_roots(vec![der], name).expect("client");
         (server, client)
     }

@@ -8,7 +8,6 @@ use bolide_wire::message::{decode_header, MsgHeader};
 use bolide_wire::{Fields, Message, Op};
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,24 +17,13 @@ const FRAME_BYTES_MAX: usize = 256 << 20;
 
 /// One connection to a node.
 pub struct Connection {
-    stream: TcpStream,
+    stream: crate::tls::Stream,
     pub address: String,
 }
 
 impl Connection {
     pub fn open(address: &str, timeout: Duration) -> Result<Connection, String> {
-        let target = address
-            .to_socket_addrs()
-            .map_err(|error| format!("{address}: {error}"))?
-            .next()
-            .ok_or_else(|| format!("{address}: no address"))?;
-        let stream = TcpStream::connect_timeout(&target, timeout)
-            .map_err(|error| format!("cannot connect to {address}: {error}"))?;
-        stream
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| stream.set_write_timeout(Some(timeout)))
-            .and_then(|()| stream.set_nodelay(true))
-            .map_err(|error| format!("{address}: {error}"))?;
+        let stream = crate::tls::connect(address, timeout)?;
         Ok(Connection {
             stream,
             address: address.to_owned(),
@@ -43,7 +31,7 @@ impl Connection {
     }
 
     pub fn set_timeout(&self, timeout: Duration) {
-        let _ = self.stream.set_read_timeout(Some(timeout));
+        let _ = self.stream.tcp().set_read_timeout(Some(timeout));
     }
 
     pub fn send(&mut self, bytes: &[u8]) -> Result<(), String> {

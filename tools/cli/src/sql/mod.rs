@@ -61,7 +61,7 @@ impl Session {
             .enable_all()
             .build()
             .map_err(|error| format!("cannot start runtime: {error}"))?;
-        let seed = target.seed();
+        let seed = target.client_seed();
         let client = runtime.block_on(async {
             tokio::time::timeout(
                 target.timeout * 3,
