@@ -15,7 +15,11 @@
 # (the open node against a second open node) shows the method's noise.
 # Goal (issue 22): secured within 3% of open.
 #
-# Knobs (env): KEYS, SECONDS_PER_RUN, ROUNDS, WORKLOADS, DEPTHS, CONCURRENCY,
+# Then the cost of a login (LOGIN: PBKDF2 on the node's blocking pool) and
+# of a new authenticated connection (AUTHENTICATE with a token, one info
+# request) against a new open connection: bench/security_login.py.
+#
+# Knobs (env): KEYS, SECONDS_PER_RUN, ROUNDS, WORKLOADS, DEPTHS, CONCURRENCY, LOGINS,
 # SERVER_CPU, CLIENT_CPU, BOLIDED, BOLIDE_BENCH_BIN, BOLIDE_BIN, RESULTS_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +36,7 @@ DEPTHS=${DEPTHS:-"1 16"}
 CONCURRENCY=${CONCURRENCY:-32}
 SERVER_CPU=${SERVER_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}
+LOGINS=${LOGINS:-2000}
 out=${RESULTS_DIR:-bench/results/security-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -72,7 +77,7 @@ start() {
         --privilege read-write --read-quota 100000000 --write-quota 100000000 > /dev/null
       role=bench
     fi
-    "$BOLIDE_BIN" -p "$port" -U admin -P admin acl create-user bench --password bench \
+    "$BOLIDE_BIN" -p "$port" -U admin -P admin acl create-user bench --new-password bench \
       --roles "$role" > /dev/null
     login=(-U bench -P bench)
   fi
@@ -154,6 +159,16 @@ for pair in "open secured" "open quotas" "open control"; do
   } >> "$out/results.md"
   pair "$a_name" "$b_name"
 done
+
+# What a login and an authenticated connection cost (the servers are idle
+# now): sequential, one client, on raw sockets.
+{
+  echo
+  echo "## Logins and new authenticated connections (one client, one after another)"
+  echo
+  taskset -c "$CLIENT_CPU" python3 bench/security_login.py --port "$secured_port" \
+    --open-port "$open_port" --count "$LOGINS"
+} >> "$out/results.md"
 
 cat "$out/results.md"
 echo "results in $out"

@@ -26,15 +26,6 @@ FIELD_SESSION_TOKEN = 5
 FIELD_SESSION_TTL = 6
 
 
-def enforced() -> bool:
-    """Whether this build serves a secured node (builds that parse
-    ``security { }`` but do not yet check requests refuse to start with it)."""
-    from bolide_server import run_config_check
-    text = secured_config()
-    rc, err, _ = run_config_check(text.replace("{work_directory}", "/tmp"), timeout=3)
-    return not (rc == 2 and "not enforced" in err)
-
-
 def secured_config(security: str = "security {\n    enable-quotas true\n}\n",
                    logging: str = "", namespace: Optional[Dict[str, str]] = None) -> str:
     """A BolideServer config_text (placeholders for the ports and the work
@@ -60,7 +51,10 @@ def secured_server(**kwargs) -> BolideServer:
 
 def client(srv: BolideServer, user: str, password: str, **extra):
     """A client of ``srv`` logged in as ``user``."""
-    c = aerospike.client(srv.client_config(**extra)).connect(user, password)
+    # The Python client 19 takes the user from the configuration (the
+    # arguments of connect() are ignored).
+    config = dict(srv.client_config(**extra), user=user, password=password)
+    c = aerospike.client(config).connect()
     srv._clients.append(c)
     return c
 

@@ -14,14 +14,10 @@ from aerospike import exception as ex
 
 from helpers import NS
 from security_helpers import (
-    enforced,
     ADMIN_HASH, authenticate, client, connect, login, raw_info, read_frame,
-    admin_message, secured_server, wait_until, FIELD_SESSION_TOKEN,
+    admin_message, secured_config, secured_server, wait_until, FIELD_SESSION_TOKEN,
     FIELD_SESSION_TTL,
 )
-
-pytestmark = pytest.mark.skipif(
-    not enforced(), reason="this build parses security { } but does not enforce it yet")
 
 SET = "sec"
 
@@ -135,7 +131,8 @@ def test_odd_names_and_empty_passwords_are_accepted(node, admin):
     try:
         assert name in admin.admin_query_users_info()
         assert admin.admin_query_user_info(name)["roles"] == []
-        client(node, name, "").close()
+        # (The Python client refuses an empty password at login: "Password
+        # must not be empty", so the login is not tried here.)
     finally:
         admin.admin_drop_user(name)
 
@@ -171,27 +168,29 @@ def test_a_dropped_users_open_connections_lose_access(node, admin):
 
 # ---------------------------------------------------------------- roles
 def test_roles_are_created_granted_revoked_and_dropped(node, admin):
-    roles = admin.admin_query_roles()
+    # admin_query_role(s) answer the privileges; admin_get_role(s) the
+    # whole role (privileges, allowlist, quotas).
+    roles = admin.admin_get_roles()
     for predefined in ("user-admin", "sys-admin", "data-admin", "udf-admin", "sindex-admin",
                        "read", "read-write", "read-write-udf", "write", "truncate"):
         assert predefined in roles, predefined
     assert roles["read"]["privileges"] == [{"code": aerospike.PRIV_READ, "ns": "", "set": ""}]
     admin.admin_create_role("reader", [{"code": aerospike.PRIV_READ, "ns": NS, "set": "demo"}])
     try:
-        role = admin.admin_query_role("reader")
+        role = admin.admin_get_role("reader")
         assert role["privileges"] == [{"code": aerospike.PRIV_READ, "ns": NS, "set": "demo"}]
         assert role["whitelist"] == [] and role["read_quota"] == 0 and role["write_quota"] == 0
         assert code_of(lambda: admin.admin_create_role(
             "reader", [{"code": aerospike.PRIV_READ}])) == 71
         admin.admin_grant_privileges("reader", [{"code": aerospike.PRIV_WRITE, "ns": NS}])
         admin.admin_revoke_privileges("reader", [{"code": aerospike.PRIV_READ, "ns": NS, "set": "demo"}])
-        assert admin.admin_query_role("reader")["privileges"] == [
+        assert admin.admin_get_role("reader")["privileges"] == [
             {"code": aerospike.PRIV_WRITE, "ns": NS, "set": ""}]
         assert code_of(lambda: admin.admin_grant_privileges(
             "nope", [{"code": aerospike.PRIV_READ}])) == 70
     finally:
         admin.admin_drop_role("reader")
-    assert code_of(lambda: admin.admin_query_role("reader")) == 70
+    assert code_of(lambda: admin.admin_get_role("reader")) == 70
     assert code_of(lambda: admin.admin_drop_role("reader")) == 70
 
 
@@ -201,14 +200,14 @@ def test_allowlists(node, admin):
     try:
         assert code_of(lambda: admin.admin_set_whitelist("far", ["bad_IP"])) == 73
         admin.admin_set_whitelist("far", ["10.0.2.0/24", "127.0.0.1", "127.0.0.2"])
-        assert admin.admin_query_role("far")["whitelist"] == ["10.0.2.0/24", "127.0.0.1", "127.0.0.2"]
+        assert admin.admin_get_role("far")["whitelist"] == ["10.0.2.0/24", "127.0.0.1", "127.0.0.2"]
         client(node, "erin", "pw").close()
         admin.admin_set_whitelist("far", ["123.4.5.6"])
         with pytest.raises(ex.AerospikeError) as error:
             client(node, "erin", "pw")
         assert error.value.code == 82
         admin.admin_set_whitelist("far", [])
-        assert admin.admin_query_role("far")["whitelist"] == []
+        assert admin.admin_get_role("far")["whitelist"] == []
         client(node, "erin", "pw").close()
     finally:
         admin.admin_drop_user("erin")
@@ -219,10 +218,10 @@ def test_quotas_limit_reads_per_second(node, admin):
     admin.admin_create_role("slow", [{"code": aerospike.PRIV_READ_WRITE}], read_quota=20, write_quota=4500)
     admin.admin_create_user("frank", "pw", ["slow"])
     try:
-        role = admin.admin_query_role("slow")
+        role = admin.admin_get_role("slow")
         assert (role["read_quota"], role["write_quota"]) == (20, 4500)
         admin.admin_set_quotas("slow", read_quota=10)
-        role = admin.admin_query_role("slow")
+        role = admin.admin_get_role("slow")
         assert (role["read_quota"], role["write_quota"]) == (10, 4500)
         frank = client(node, "frank", "pw")
         frank.put((NS, SET, "frank"), {"v": 1})
@@ -241,8 +240,10 @@ def test_info_commands_need_their_permission(node, admin):
     admin.admin_create_user("gina", "pw", ["read"])
     try:
         gina = client(node, "gina", "pw")
-        answer = gina.info_random_node(f"truncate:namespace={NS};set={SET}")
-        assert "ERROR:81:role violation - requires permission 'truncate'" in answer, answer
+        # The client turns an ERROR answer into an exception.
+        with pytest.raises(ex.RoleViolation) as refused:
+            gina.info_random_node(f"truncate:namespace={NS};set={SET}")
+        assert "role violation - requires permission 'truncate'" in str(refused.value), refused.value
         assert "ERROR" not in gina.info_random_node("namespaces")
         before = int(stats(admin)["security_role_violations"])
         assert code_of(lambda: gina.put((NS, SET, "g"), {"v": 1})) == 81
@@ -296,6 +297,91 @@ def test_users_survive_a_restart():
         srv.start()
         admin = client(srv, "admin", "admin")
         assert admin.admin_query_user_info("hal")["roles"] == ["read"]
-        assert admin.admin_query_role("r1")["privileges"] == [
+        assert admin.admin_get_role("r1")["privileges"] == [
             {"code": aerospike.PRIV_WRITE, "ns": NS, "set": ""}]
         client(srv, "hal", "pw").close()
+
+
+# ---------------------------------------------------------------- console
+def http_server():
+    from bolide_server import BolideServer, free_ports
+    (http_port,) = free_ports(1)
+    text = secured_config().replace(
+        "network {{\n", f"network {{{{\n    http {{{{\n        address 127.0.0.1\n        port {http_port}\n    }}}}\n", 1)
+    return BolideServer(config_text=text), http_port
+
+
+def http(port, method, path, user=None, password=None, body=None):
+    import base64
+    import http.client
+    import json
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {}
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        body = json.dumps(body)
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    return response.status, dict(response.getheaders()), response.read()
+
+
+def test_the_console_asks_for_a_login_and_runs_as_its_user():
+    import json
+    srv, port = http_server()
+    with srv:
+        status, headers, _ = http(port, "GET", "/api/v1/node")
+        assert status == 401 and headers.get("www-authenticate", headers.get("WWW-Authenticate", "")).startswith("Basic")
+        assert http(port, "GET", "/", )[0] == 401
+        assert http(port, "GET", "/api/v1/node", "admin", "wrong")[0] == 401
+        status, _, body = http(port, "GET", "/api/v1/node", "admin", "admin")
+        assert status == 200, body
+        answer = json.loads(body)
+        assert answer["ok"] and "security_logins" in answer["info"]["statistics"]
+        # /metrics stays open (node figures, no records).
+        status, _, body = http(port, "GET", "/metrics")
+        assert status == 200 and b"bolide_build_info" in body, body[:200]
+        # admin holds user-admin only: the console's truncate is refused.
+        status, _, body = http(port, "POST", "/api/v1/truncate", "admin", "admin",
+                               {"namespace": NS, "set": SET})
+        assert status == 400 and b"ERROR:81" in body, (status, body)
+        admin = client(srv, "admin", "admin")
+        admin.admin_create_user("tina", "pw", ["truncate"])
+        status, _, body = http(port, "POST", "/api/v1/truncate", "tina", "pw",
+                               {"namespace": NS, "set": SET})
+        assert status == 200, (status, body)
+
+
+# ---------------------------------------------------------------- audit
+def test_the_audit_trail_reports_what_its_settings_name():
+    security = ("security {\n    log {\n        report-authentication true\n"
+                "        report-user-admin true\n        report-violation true\n"
+                "        report-sys-admin true\n    }\n}\n")
+    srv = secured_server(security=security)
+    with srv:
+        admin = client(srv, "admin", "admin")
+        admin.admin_create_user("ivan", "pw", ["read"])
+        ivan = client(srv, "ivan", "pw")
+        assert code_of(lambda: ivan.put((NS, SET, "i"), {"v": 1})) == 81
+        with pytest.raises(ex.RoleViolation):
+            ivan.info_random_node(f"truncate:namespace={NS};set={SET}")
+
+        def logged():
+            text = srv.log_text()
+            return ("action=login" in text and "user=admin" in text
+                    and "action=create-user" in text
+                    and "user=ivan" in text and "result=81" in text
+                    and "sys-admin user=ivan" in text and "action=truncate" in text)
+        assert wait_until(logged, timeout=5), srv.log_text()[-3000:]
+
+
+def test_a_secured_node_refuses_to_open_the_redis_port():
+    from bolide_server import free_ports, run_config_check
+    (redis_port,) = free_ports(1)
+    text = secured_config().replace("{work_directory}", "/tmp").replace(
+        "network {{\n", f"network {{{{\n    redis {{{{\n        port {redis_port}\n    }}}}\n", 1)
+    rc, err, _ = run_config_check(text, timeout=10)
+    assert rc not in (0, None), err
+    assert "does not serve the Redis protocol" in err, err

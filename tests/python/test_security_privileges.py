@@ -15,10 +15,7 @@ from aerospike import exception as ex
 from aerospike_helpers.operations import operations
 
 from helpers import NS
-from security_helpers import client, enforced, grant_all, secured_server
-
-pytestmark = pytest.mark.skipif(
-    not enforced(), reason="this build parses security { } but does not enforce it yet")
+from security_helpers import client, grant_all, secured_server
 
 SET = "priv"
 OTHER_SET = "other"

@@ -8,6 +8,7 @@
 //! A connection gets a [`Context`], the parts of the node it uses, and
 //! keeps its own buffers and accounts in a [`Session`].
 
+use crate::access::Secured;
 use crate::budget::{Budget, ConnectionBudget, Input, NoRoom, READ_CHUNK_BYTES};
 use crate::counters::NodeCounters;
 use crate::info::Info;
@@ -45,6 +46,8 @@ pub struct Context {
     pub budget: Arc<Budget>,
     pub latencies: Arc<Latencies>,
     pub counters: Arc<NodeCounters>,
+    /// Access control, on a secured node: every connection logs in first.
+    pub secured: Option<Arc<Secured>>,
     /// A connection that sends nothing for this long is closed.
     pub idle: Option<Duration>,
 }
@@ -88,6 +91,9 @@ pub enum Step {
     Stream(Box<dyn StreamJob>, u64),
     /// A compressed frame needs this many bytes of the budget to inflate.
     Inflate(u64),
+    /// An admin message (its body) that hashes a password: answered off
+    /// the event loop, after the answers before it.
+    Admin(Vec<u8>),
     Close(Close),
 }
 
@@ -107,6 +113,10 @@ pub struct Session<'c> {
     pub local: SocketAddr,
     /// Who is asking: every request is checked against it.
     pub caller: Caller,
+    /// The client's address.
+    pub peer: Option<SocketAddr>,
+    /// On a secured node: the user this connection logged in as.
+    pub login: Option<Arc<bolide_security::Session>>,
 }
 
 impl<'c> Session<'c> {
@@ -120,6 +130,8 @@ impl<'c> Session<'c> {
             pending: Vec::new(),
             local,
             caller,
+            peer: None,
+            login: None,
         }
     }
 }
@@ -143,7 +155,10 @@ pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Op
     let local = connection
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let caller = Caller::client(peer);
+    let caller = match &context.secured {
+        Some(secured) => secured.caller(peer, None),
+        None => Caller::client(peer),
+    };
     let tls = connection.is_tls();
     if tls {
         context
@@ -151,7 +166,7 @@ pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Op
             .tls_connections_opened
             .fetch_add(1, Relaxed);
     }
-    let reason = run(&context, &mut connection, local, caller).await;
+    let reason = run(&context, &mut connection, local, peer, caller).await;
     if tls {
         context
             .counters
@@ -181,9 +196,11 @@ async fn run(
     context: &Context,
     connection: &mut Connection,
     local: SocketAddr,
+    peer: Option<SocketAddr>,
     caller: Caller,
 ) -> Close {
     let mut session = Session::new(context, local, caller);
+    session.peer = peer;
     loop {
         let step = answer_buffered(context, &mut session);
         let Session {
@@ -193,6 +210,9 @@ async fn run(
             budget,
             timing,
             pending,
+            caller,
+            peer,
+            login,
             ..
         } = &mut session;
         // Each runs as a task of this event loop (all at once); the
@@ -257,6 +277,16 @@ async fn run(
                 }
                 continue;
             }
+            Step::Admin(body) => {
+                let Some(secured) = &context.secured else {
+                    continue;
+                };
+                let answer = admin_off_loop(secured, login, caller, *peer, body).await;
+                if let Err(error) = connection.write_all(&answer).await {
+                    return Close::Io(error);
+                }
+                continue;
+            }
             Step::Close(close) => return close,
         }
         if let Err(no_room) = budget.make_room(input, Some(connection.as_fd())).await {
@@ -306,14 +336,32 @@ pub fn answer_buffered(context: &Context, session: &mut Session<'_>) -> Step {
             pending,
             local,
             caller,
+            peer,
+            login,
         } = &mut *session;
         let body = input
             .data()
             .get(PROTO_HEADER_BYTES..total)
             .unwrap_or_default();
+        if let (MessageType::Admin, Some(secured)) = (header.message_type, &context.secured) {
+            context.counters.admin_requests.fetch_add(1, Relaxed);
+            if Secured::is_quick(body) {
+                let before = login.clone();
+                secured.admin(login, client_address(*peer), body, output);
+                if !same_login(&before, login) {
+                    *caller = secured.caller(*peer, login.as_ref());
+                }
+                input.consume(total);
+                continue;
+            }
+            let body = body.to_vec();
+            input.consume(total);
+            return Step::Admin(body);
+        }
         let at = Place {
             local: *local,
             caller,
+            login: login.as_ref(),
         };
         match dispatch(context, header, body, &at, output, scratch, budget, timing) {
             Ok(Outcome::Answered) => input.consume(total),
@@ -458,10 +506,66 @@ static SCAN_THREADS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(
 /// How long a stream job waits for a client that accepts no byte.
 const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Where a frame came from: the connection's address and its caller.
+/// Where a frame came from: the connection's address, its caller and (on
+/// a secured node) its login.
 struct Place<'s> {
     local: SocketAddr,
     caller: &'s Caller,
+    login: Option<&'s Arc<bolide_security::Session>>,
+}
+
+/// The address the security checks see for a client without one.
+fn client_address(peer: Option<SocketAddr>) -> SocketAddr {
+    peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+}
+
+fn same_login(
+    a: &Option<Arc<bolide_security::Session>>,
+    b: &Option<Arc<bolide_security::Session>>,
+) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Answers an admin message that hashes a password (LOGIN, a password
+/// AUTHENTICATE, the commands that set passwords) on the blocking pool,
+/// so the event loop serves its other connections meanwhile (PBKDF2 takes
+/// milliseconds). Updates the connection's login and caller; returns the
+/// reply.
+async fn admin_off_loop(
+    secured: &Arc<Secured>,
+    login: &mut Option<Arc<bolide_security::Session>>,
+    caller: &mut Caller,
+    peer: Option<SocketAddr>,
+    body: Vec<u8>,
+) -> Vec<u8> {
+    let before = login.clone();
+    let work = {
+        let secured = Arc::clone(secured);
+        let mut after = before.clone();
+        move || {
+            let mut out = Vec::new();
+            secured.admin(&mut after, client_address(peer), &body, &mut out);
+            (after, out)
+        }
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok((after, out)) => {
+            if !same_login(&before, &after) {
+                *caller = secured.caller(peer, after.as_ref());
+                *login = after;
+            }
+            out
+        }
+        Err(_) => {
+            let mut out = Vec::new();
+            bolide_wire::admin::append_result(&mut out, bolide_types::ResultCode::Unknown);
+            out
+        }
+    }
 }
 
 /// Why a frame was not answered.
@@ -487,6 +591,14 @@ fn dispatch(
     budget: &mut ConnectionBudget<'_>,
     timing: &mut Timing<'_>,
 ) -> Result<Outcome, Dispatch> {
+    if let Some(secured) = &context.secured {
+        if !matches!(header.message_type, MessageType::Admin) && at.login.is_none() {
+            return Ok(not_authenticated(context, secured, header, output));
+        }
+        if matches!(header.message_type, MessageType::Info) && !secured.is_current(at.login) {
+            return Ok(not_authenticated(context, secured, header, output));
+        }
+    }
     match header.message_type {
         MessageType::Message => {
             timing.answered(body);
@@ -543,6 +655,32 @@ fn dispatch(
         }
     }
     Ok(Outcome::Answered)
+}
+
+/// The answer to a request on a connection that has not logged in (or
+/// whose user is gone): info answers the one line Aerospike answers, a
+/// data request result 80.
+fn not_authenticated(
+    context: &Context,
+    secured: &Secured,
+    header: ProtoHeader,
+    output: &mut Vec<u8>,
+) -> Outcome {
+    secured
+        .security
+        .counters
+        .not_authenticated
+        .fetch_add(1, Relaxed);
+    if matches!(header.message_type, MessageType::Info) {
+        context.counters.info_requests.fetch_add(1, Relaxed);
+        append_info(output, b"ERROR:80:not authenticated\n");
+    } else {
+        bolide_wire::response::append_result(
+            output,
+            bolide_types::ResultCode::NotAuthenticated.as_u8(),
+        );
+    }
+    Outcome::Answered
 }
 
 /// Inflates a type-4 body: u64 BE uncompressed length, then a zlib stream.

@@ -26,7 +26,12 @@ pub const PROTOCOL_BUILD: &str = "8.1.0.0";
 const FEATURES: &str = "batch-any;batch-index;blob-bits;cdt-index;cdt-list;cdt-map;cluster-stable;float;geo;\
 sindex-exists;peers;pipelining;pquery;pscans;query-show;relaxed-sc;replicas;replicas-all;replicas-master;\
 replicas-max;truncate-namespace;udf";
+/// The edition an open node reports.
 const EDITION: &str = "Bolide Community Edition";
+/// The edition a secured node reports: the clients' suites and tools
+/// switch their access-control features on when `edition` contains
+/// "Enterprise" (docs/security.md, "Edition").
+const EDITION_SECURED: &str = "Bolide Enterprise Edition (access control)";
 
 /// The commands answered for an empty request (the "summary").
 const SUMMARY: &[&str] = &[
@@ -56,6 +61,8 @@ pub struct Info {
     latencies: Arc<Latencies>,
     budget: Arc<Budget>,
     counters: Arc<NodeCounters>,
+    /// A secured node's access control (its statistics, its edition).
+    security: Option<Arc<bolide_security::Security>>,
 }
 
 impl Info {
@@ -66,6 +73,7 @@ impl Info {
         latencies: Arc<Latencies>,
         budget: Arc<Budget>,
         counters: Arc<NodeCounters>,
+        security: Option<Arc<bolide_security::Security>>,
     ) -> Info {
         Info {
             config,
@@ -74,6 +82,16 @@ impl Info {
             latencies,
             budget,
             counters,
+            security,
+        }
+    }
+
+    /// The edition this node reports.
+    pub fn edition(&self) -> &'static str {
+        if self.security.is_some() {
+            EDITION_SECURED
+        } else {
+            EDITION
         }
     }
 
@@ -92,7 +110,7 @@ impl Info {
             let command = InfoCommand::parse(&text);
             let answer = match check(caller, &command) {
                 Ok(()) => value(self, &command, local),
-                Err(code) => format!("ERROR:{}:role violation", code.as_u8()),
+                Err((code, permission)) => refusal(code, permission),
             };
             append_answer(out, command.text, &answer);
         }
@@ -121,12 +139,15 @@ impl Info {
 /// Whether `caller` may run `command`: the commands that change the node
 /// or its data need a permission (on the namespace and set they name);
 /// the others, which only tell, need none.
-fn check(caller: &Caller, command: &InfoCommand<'_>) -> Result<(), bolide_types::ResultCode> {
+fn check(
+    caller: &Caller,
+    command: &InfoCommand<'_>,
+) -> Result<(), (bolide_types::ResultCode, Permission)> {
     let permission = match command.name {
         "truncate" | "truncate-namespace" | "truncate-undo" | "truncate-namespace-undo" => {
             Permission::Truncate
         }
-        "sindex-create" | "sindex-delete" => Permission::SindexAdmin,
+        "sindex-create" | "sindex-delete" | "sindex-exists" => Permission::SindexAdmin,
         "udf-put" | "udf-remove" => Permission::UdfAdmin,
         "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
             Permission::QueryAdmin
@@ -146,7 +167,25 @@ fn check(caller: &Caller, command: &InfoCommand<'_>) -> Result<(), bolide_types:
         .param("set")
         .filter(|set| scoped && !set.is_empty())
         .map(str::as_bytes);
-    caller.check(permission, namespace, set)
+    caller
+        .check(permission, namespace, set)
+        .map_err(|code| (code, permission))
+}
+
+/// The answer to a refused command, as Aerospike words it:
+/// `ERROR:81:role violation - requires permission 'truncate'`.
+fn refusal(code: bolide_types::ResultCode, permission: Permission) -> String {
+    use bolide_types::ResultCode;
+    let number = code.as_u8();
+    match code {
+        ResultCode::RoleViolation => format!(
+            "ERROR:{number}:role violation - requires permission '{}'",
+            crate::access::permission_name(permission)
+        ),
+        ResultCode::NotAuthenticated => format!("ERROR:{number}:not authenticated"),
+        ResultCode::QuotaExceeded => format!("ERROR:{number}:quota exceeded"),
+        _ => format!("ERROR:{number}:refused"),
+    }
 }
 
 fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
@@ -156,12 +195,14 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "node" => node.name(),
         "build" => PROTOCOL_BUILD.to_owned(),
         "version" => format!(
-            "{EDITION} build {PROTOCOL_BUILD} (bolide {})",
+            "{} build {PROTOCOL_BUILD} (bolide {})",
+            node.edition(),
             env!("CARGO_PKG_VERSION")
         ),
-        "edition" => EDITION.to_owned(),
+        "edition" => node.edition().to_owned(),
         "release" => format!(
-            "edition={EDITION};version={PROTOCOL_BUILD};os={};arch={};sha=bolide-{}",
+            "edition={};version={PROTOCOL_BUILD};os={};arch={};sha=bolide-{}",
+            node.edition(),
             std::env::consts::OS,
             std::env::consts::ARCH,
             env!("CARGO_PKG_VERSION")
@@ -460,6 +501,11 @@ fn statistics(node: &Info) -> String {
         free_pct,
         node.config.service_threads,
     );
+    if let Some(security) = &node.security {
+        for (name, value) in security.statistics() {
+            let _ = write!(text, ";{name}={value}");
+        }
+    }
     text
 }
 

@@ -5,6 +5,7 @@
 //! the HTTP port its [`Http`]). No module takes a `Node`: only `run` and
 //! the in-process test fixtures hold one.
 
+use crate::access::Secured;
 use crate::budget::Budget;
 use crate::cluster;
 use crate::config::Config;
@@ -33,6 +34,8 @@ pub struct Node {
     pub info: Arc<Info>,
     /// Carries out batch rows' work on other nodes (from blocking threads).
     pub runner: Arc<dyn RemoteRunner>,
+    /// Access control, on a node configured with `security { }`.
+    pub secured: Option<Arc<Secured>>,
 }
 
 impl Node {
@@ -51,6 +54,31 @@ impl Node {
             Arc::new(|| crate::system::set_thread_nice(crate::system::BACKGROUND_NICE)),
         )?;
         let cluster = cluster::Context::new(&config, node_id, store, services);
+        let secured = match &config.security {
+            None => None,
+            Some(security) => {
+                if let Some(directory) = &config.work_directory {
+                    std::fs::create_dir_all(directory).map_err(|error| {
+                        format!("work-directory {}: {error}", directory.display())
+                    })?;
+                }
+                let security = Arc::new(bolide_security::Security::open(
+                    security.clone(),
+                    config.work_directory.as_deref(),
+                )?);
+                let _ = cluster.security.set(Arc::clone(&security));
+                let sharing = Arc::clone(&cluster);
+                let share = Box::new(move |entry: &bolide_security::catalog::Entry| {
+                    sharing.cluster.share(
+                        cluster::security::MODULE,
+                        &entry.key,
+                        &entry.value,
+                        entry.deleted,
+                    );
+                });
+                Some(Arc::new(Secured::new(security, share)))
+            }
+        };
         let runner = cluster.runner();
         let budget = Arc::new(Budget::new(
             config
@@ -69,6 +97,9 @@ impl Node {
             Arc::clone(&latencies),
             Arc::clone(&budget),
             Arc::clone(&counters),
+            secured
+                .as_ref()
+                .map(|secured| Arc::clone(&secured.security)),
         ));
         Ok(Node {
             config,
@@ -79,6 +110,7 @@ impl Node {
             latencies,
             info,
             runner,
+            secured,
         })
     }
 
@@ -109,6 +141,7 @@ impl Node {
             budget: Arc::clone(&self.budget),
             latencies: Arc::clone(&self.latencies),
             counters: Arc::clone(&self.counters),
+            secured: self.secured.clone(),
             idle: match self.config.proto_fd_idle_ms {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
@@ -123,6 +156,7 @@ impl Node {
             self.config.service_address,
             self.config.service_port,
         )
+        .secured(self.secured.clone())
     }
 }
 

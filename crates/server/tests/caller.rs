@@ -85,7 +85,7 @@ fn answer(node: &Node, caller: Caller, bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
             Step::Read => break,
             Step::Flush => {}
             Step::Stream(mut job, _) => while !job.fill(&mut output) {},
-            Step::Inflate(_) | Step::Close(_) => panic!("unexpected step"),
+            Step::Inflate(_) | Step::Admin(_) | Step::Close(_) => panic!("unexpected step"),
         }
     }
     let mut frames = Vec::new();
@@ -123,8 +123,21 @@ fn a_connection_asks_its_caller_before_each_request_and_info_command() {
     let info = String::from_utf8(frames[2].1.clone()).expect("utf-8");
     let lines: Vec<&str> = info.lines().collect();
     assert_eq!(lines.len(), 7, "{info}");
-    for line in &lines[..6] {
-        assert!(line.ends_with("\tERROR:81:role violation"), "{line}");
+    let permissions = [
+        "truncate",
+        "sindex-admin",
+        "udf-admin",
+        "query-admin",
+        "service-ctrl",
+        "set-config",
+    ];
+    for (line, permission) in lines[..6].iter().zip(permissions) {
+        assert!(
+            line.ends_with(&format!(
+                "\tERROR:81:role violation - requires permission '{permission}'"
+            )),
+            "{line}"
+        );
     }
     assert_eq!(lines[6], "build\t8.1.0.0");
     let on = |permission, set: Option<&[u8]>| {

@@ -15,10 +15,12 @@ use comfy_table::{Cell, CellAlignment};
 #[derive(Subcommand)]
 pub enum AclCommand {
     /// Create a user: `create-user NAME --roles read,sys-admin` (the
-    /// password is asked for unless given with --password).
+    /// password is asked for unless given with --new-password).
     CreateUser {
         name: String,
-        #[arg(long)]
+        /// The user's new password (`--password` would be the global
+        /// `-P`, the password of the -U user logging in).
+        #[arg(id = "new_password", long = "new-password", value_name = "PASSWORD")]
         password: Option<String>,
         /// Comma-separated roles.
         #[arg(long, value_delimiter = ',')]
@@ -30,12 +32,16 @@ pub enum AclCommand {
     /// Set a user's password (as an administrator).
     SetPassword {
         name: String,
-        #[arg(long)]
+        /// The user's new password (`--password` would be the global
+        /// `-P`, the password of the -U user logging in).
+        #[arg(id = "new_password", long = "new-password", value_name = "PASSWORD")]
         password: Option<String>,
     },
     /// Change the password of the user logged in with -U.
     ChangePassword {
-        #[arg(long)]
+        /// The user's new password (`--password` would be the global
+        /// `-P`, the password of the -U user logging in).
+        #[arg(id = "new_password", long = "new-password", value_name = "PASSWORD")]
         password: Option<String>,
     },
     /// Grant roles to a user.

@@ -39,13 +39,18 @@ fn free_port() -> u16 {
 
 impl Server {
     fn start(tag: &str) -> Server {
+        Server::start_with(tag, "")
+    }
+
+    /// A node whose configuration ends with `extra` (a `security { }`).
+    fn start_with(tag: &str, extra: &str) -> Server {
         let dir = std::env::temp_dir().join(format!("bolide-cli-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let port = free_port();
         let config = format!(
             "service {{\n    cluster-name cli-test\n    service-threads 2\n    ticker-interval 1\n}}\n\
              network {{\n    service {{\n        address 127.0.0.1\n        port {port}\n    }}\n}}\n\
-             namespace test {{\n    default-ttl 0\n}}\nnamespace bar {{\n}}\n"
+             namespace test {{\n    default-ttl 0\n}}\nnamespace bar {{\n}}\n{extra}"
         );
         std::fs::write(dir.join("bolide.conf"), config).expect("config");
         let child = Command::new(server_binary())
@@ -722,6 +727,54 @@ fn where_reads_a_secondary_index_when_there_is_one() {
         "{}",
         texts(&output).1
     );
+}
+
+#[test]
+fn acl_manages_users_and_roles_of_a_secured_node() {
+    let server = Server::start_with("acl-secured", "security {\n}\n");
+    let admin = |args: &[&str]| {
+        let mut all = vec!["-U", "admin", "-P", "admin", "acl"];
+        all.extend_from_slice(args);
+        server.bolide(&all)
+    };
+    let output = admin(&["create-role", "app", "--privilege", "read-write.test"]);
+    assert!(output.status.success(), "{:?}", texts(&output));
+    // --new-password is the new user's; -P stays the admin's login.
+    let output = admin(&[
+        "create-user",
+        "carl",
+        "--new-password",
+        "carl-pw",
+        "--roles",
+        "app",
+    ]);
+    assert!(output.status.success(), "{:?}", texts(&output));
+    let output = admin(&["show-users"]);
+    let (stdout, stderr) = texts(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("carl") && stdout.contains("app"),
+        "{stdout}"
+    );
+    // carl logs in with his password and works in his namespace.
+    let output = server.bolide(&[
+        "-U",
+        "carl",
+        "-P",
+        "carl-pw",
+        "sql",
+        "-c",
+        "INSERT INTO test.demo (PK, v) VALUES ('k', 1)",
+    ]);
+    assert!(output.status.success(), "{:?}", texts(&output));
+    // A wrong password is refused.
+    let output = server.bolide(&["-U", "carl", "-P", "wrong", "acl", "show-users"]);
+    assert!(!output.status.success());
+    assert!(texts(&output).1.contains("62"), "{:?}", texts(&output));
+    // carl holds no user-admin: 81.
+    let output = server.bolide(&["-U", "carl", "-P", "carl-pw", "acl", "drop-user", "admin"]);
+    assert!(!output.status.success());
+    assert!(texts(&output).1.contains("81"), "{:?}", texts(&output));
 }
 
 #[test]

@@ -154,9 +154,15 @@ async fn run(
         min_cluster_size: service.min_cluster_size,
         namespaces: service.namespaces.clone(),
     };
-    let (config, pending) = with_saved_sc(&node, config);
-    let mut machine =
-        ClusterNode::new(config, versions, pending, Box::new(entropy), monotonic_ms());
+    let (config, mut metadata) = with_saved_sc(&node, config);
+    metadata.extend(super::security::items(&node));
+    let mut machine = ClusterNode::new(
+        config,
+        versions,
+        metadata,
+        Box::new(entropy),
+        monotonic_ms(),
+    );
     let (inbound, mut inbound_receiver) = mpsc::unbounded_channel::<Envelope>();
     if let Some(listener) = listener {
         match TcpListener::from_std(listener) {

@@ -25,6 +25,7 @@ pub mod migrate;
 pub mod records;
 pub mod remote;
 pub mod sc;
+pub mod security;
 
 use crate::config::Config;
 use arc_swap::ArcSwap;
@@ -128,6 +129,8 @@ pub struct Context {
     pub store: Arc<Store>,
     pub services: Arc<Services>,
     pub cluster: ClusterService,
+    /// A secured node's users and roles (metadata module `security`).
+    pub security: std::sync::OnceLock<Arc<bolide_security::Security>>,
 }
 
 impl Context {
@@ -142,6 +145,7 @@ impl Context {
             store,
             services,
             cluster,
+            security: std::sync::OnceLock::new(),
         })
     }
 

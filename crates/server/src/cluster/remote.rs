@@ -355,6 +355,7 @@ pub fn apply_metadata(node: &Node, item: &Item) {
         "truncate" if !item.deleted => apply_truncation(node, item),
         "sindex" => apply_sindex(node, item),
         "udf" => apply_udf(node, item),
+        super::security::MODULE => super::security::apply(node, item),
         _ => {}
     }
 }

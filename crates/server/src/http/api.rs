@@ -8,13 +8,17 @@
 //! | `GET /api/v1/node[?address=HOST:PORT][&config=1]` | one node's info answers (statistics, namespaces, sets, latencies, …) |
 //! | `POST /api/v1/truncate` `{"address","namespace","set"}` | truncates a set or namespace on that node |
 //!
+//! On a secured node every route but `/metrics` needs a login (HTTP Basic;
+//! 401 with `WWW-Authenticate` otherwise), and runs as that user.
+//!
 //! The API hands out the info answers as they are (`{"statistics": "k=v;…"}`):
 //! the console parses them, so what it shows is what `asinfo` shows.
 
 use super::remote::{self, parse_peers};
 use super::{console, local_info, local_service, metrics, metrics_answers, Http, InfoAnswers};
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{header, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -33,7 +37,42 @@ pub fn router(node: Arc<Http>) -> Router {
         .route("/api/v1/node", get(node_info))
         .route("/api/v1/truncate", post(truncate))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&node),
+            require_login,
+        ))
         .with_state(node)
+}
+
+/// On a secured node, answers 401 to a request without a valid login, and
+/// runs the others as their user. `/metrics` stays open (node figures, no
+/// records; docs/security.md).
+async fn require_login(
+    State(node): State<Shared>,
+    ConnectInfo(client): ConnectInfo<std::net::SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !node.is_secured() || request.uri().path() == "/metrics" {
+        return next.run(request).await;
+    }
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    match node.login(authorization.as_deref(), client).await {
+        Some(login) => super::LOGIN.scope(login, next.run(request)).await,
+        None => (
+            StatusCode::UNAUTHORIZED,
+            [(
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"bolide\", charset=\"UTF-8\"",
+            )],
+            Json(json!({ "ok": false, "error": "login required" })),
+        )
+            .into_response(),
+    }
 }
 
 async fn not_found() -> Response {
