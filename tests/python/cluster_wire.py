@@ -121,10 +121,13 @@ def proposal(kind: int, sender: int, sequence: int, proposer: int, key: int, suc
     return frame(kind, u64(sender) + u64(sequence) + u64(proposer) + u64(key) + listed(succession, u64))
 
 
-def namespace_versions(name: str, replication_factor: int, version_bits: int = 0) -> bytes:
-    """Every partition at one version (one run)."""
-    return string(name) + u8(replication_factor) + listed([(version_bits, PARTITION_COUNT)],
-                                                         lambda run: u64(run[0]) + u16(run[1]))
+def namespace_versions(name: str, replication_factor: int, version_bits: int = 0,
+                       regime: int = 0) -> bytes:
+    """Every partition at one version (one run), then the sender's regime
+    of the namespace (0: AP)."""
+    return (string(name) + u8(replication_factor)
+            + listed([(version_bits, PARTITION_COUNT)], lambda run: u64(run[0]) + u16(run[1]))
+            + u32(regime))
 
 
 def exchange_commit(sender: int, key: int, members) -> bytes:

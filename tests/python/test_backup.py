@@ -578,3 +578,46 @@ def test_filters_partitions_and_estimate(start_server, tmp_path):
     assert b"about 550 records" in r.stdout, r.stdout
     r = bolide(srv.port, "backup", "-n", "nope", "-o", str(tmp_path / "x.asb"), ok=False)
     assert b"namespace nope not found" in r.stderr
+
+
+def test_backup_and_restore_log_in_on_secured_nodes(start_server, tmp_path):
+    """-U/-P: backup and restore log in on a secured node (their own
+    connections and their info requests); without a login the node refuses
+    them, and a user who may only read can back up but not restore."""
+    from security_helpers import client as secured_client, grant_all, secured_config
+
+    src = start_server(config_text=secured_config())
+    dst = start_server(config_text=secured_config())
+    for srv in (src, dst):
+        grant_all(srv)
+    admin = secured_client(src, "admin", "admin")
+    keys = [(NS, "sec", f"k{i}") for i in range(200)]
+    for i, key in enumerate(keys):
+        admin.put(key, {"i": i, "s": f"value-{i}"})
+    admin.admin_create_user("reader", "reader-pw", ["read"])
+    out = tmp_path / "secured.asb"
+
+    refused = bolide(src.port, "backup", "-n", NS, "-o", str(out), ok=False)
+    assert refused.returncode != 0
+    assert re.search(r"not authenticated|\b80\b", refused.stderr.decode(errors="replace")), refused.stderr
+
+    bad = bolide(src.port, "backup", "-n", NS, "-o", str(out), "-U", "admin", "-P", "wrong", ok=False)
+    assert bad.returncode != 0
+    assert "login as 'admin' refused" in bad.stderr.decode(errors="replace"), bad.stderr
+
+    r = bolide(src.port, "backup", "-n", NS, "-o", str(out), "-U", "reader", "-P", "reader-pw")
+    assert "backed up 200 records" in r.stderr.decode(errors="replace"), r.stderr
+
+    # The reader may not write: its restore is refused as a role violation.
+    dst_admin = secured_client(dst, "admin", "admin")
+    dst_admin.admin_create_user("reader", "reader-pw", ["read"])
+    denied = bolide(dst.port, "restore", "-i", str(out), "-U", "reader", "-P", "reader-pw", ok=False)
+    assert denied.returncode != 0
+    assert re.search(r"role violation|\b81\b", denied.stderr.decode(errors="replace")), denied.stderr
+    assert all(dst_admin.exists(key)[1] is None for key in keys[:5])
+
+    counts = summary(bolide(dst.port, "restore", "-i", str(out), "-U", "admin", "-P", "admin"))
+    assert counts["read"] == 200 and counts["written"] == 200
+    for i, key in enumerate(keys):
+        _, _, bins = dst_admin.get(key)
+        assert bins == {"i": i, "s": f"value-{i}"}

@@ -41,6 +41,20 @@ pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong
 /// Most tries of one read-compute-write before giving up.
 const TRIES_MAX: usize = 64;
 
+/// Turns for read-modify-writes, striped by key: held only around one
+/// synchronous read and write (never across an await or another key's
+/// update, so turns cannot deadlock).
+static TURNS: [std::sync::Mutex<()>; 256] = [const { std::sync::Mutex::new(()) }; 256];
+
+fn turn(key: &[u8]) -> std::sync::MutexGuard<'static, ()> {
+    let hash = key.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    TURNS[(hash % TURNS.len() as u64) as usize]
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -282,6 +296,11 @@ impl Db<'_> {
         key: &[u8],
         mut change: impl FnMut(&mut Option<Entry>) -> Result<(T, bool), String>,
     ) -> Result<T, String> {
+        // Redis connections on other service threads changing the same key
+        // take turns instead of failing each other's generation checks
+        // round after round; only a write from another protocol or node
+        // still makes this retry.
+        let _turn = turn(key);
         for _ in 0..TRIES_MAX {
             let Loaded {
                 mut entry,

@@ -266,8 +266,8 @@ fn options_that_cannot_work_are_refused() {
             "--encrypt needs --encryption-key-file",
         ),
         (
-            vec!["restore", "-i", file, "-U", "admin"],
-            "the server has no security",
+            vec!["restore", "-i", file, "-P", "secret"],
+            "-P/--password needs -U/--user",
         ),
         (
             vec!["restore"],

@@ -23,7 +23,9 @@ pub struct Connection {
 
 impl Connection {
     pub fn open(address: &str, timeout: Duration) -> Result<Connection, String> {
-        let stream = crate::tls::connect(address, timeout)?;
+        let mut stream = crate::tls::connect(address, timeout)?;
+        // A secured node answers nothing before a login (-U/-P).
+        crate::login::authenticate(&mut stream, address)?;
         Ok(Connection {
             stream,
             address: address.to_owned(),

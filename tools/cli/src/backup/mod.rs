@@ -126,10 +126,10 @@ pub struct BackupArgs {
     /// Show progress on stderr even when it is not a terminal.
     #[arg(long)]
     pub progress: bool,
-    /// User (not yet: the server has no security, so this is refused).
+    /// User to log in as on a secured node.
     #[arg(short = 'U', long)]
     pub user: Option<String>,
-    /// Password (not yet: the server has no security, so this is refused).
+    /// Its password (asked for when -U is given without it).
     #[arg(short = 'P', long)]
     pub password: Option<String>,
 }
@@ -204,23 +204,30 @@ pub struct RestoreArgs {
     /// Show progress on stderr even when it is not a terminal.
     #[arg(long)]
     pub progress: bool,
-    /// User (not yet: the server has no security, so this is refused).
+    /// User to log in as on a secured node.
     #[arg(short = 'U', long)]
     pub user: Option<String>,
-    /// Password (not yet: the server has no security, so this is refused).
+    /// Its password (asked for when -U is given without it).
     #[arg(short = 'P', long)]
     pub password: Option<String>,
 }
 
-/// Refuses -U/-P: Bolide has no users yet.
-fn no_security(user: &Option<String>, password: &Option<String>) -> Result<(), String> {
-    if user.is_some() || password.is_some() {
-        return Err(
-            "-U/--user and -P/--password are not supported yet: the server has no security"
-                .to_owned(),
-        );
+/// Logs the tool in as `user` on every node it connects to (backup's and
+/// restore's own connections and their info requests), asking for the
+/// password when it is not given. A `-U` before the command does the same.
+fn log_in(user: &Option<String>, password: &Option<String>) -> Result<(), String> {
+    match (user, password) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err("-P/--password needs -U/--user".to_owned()),
+        (Some(user), password) => {
+            let password = match password {
+                Some(password) => password.clone(),
+                None => crate::login::read_password(&format!("Password for {user}: "))?,
+            };
+            crate::login::set(user.clone(), password);
+            Ok(())
+        }
     }
-    Ok(())
 }
 
 /// The key, when encryption is asked for.

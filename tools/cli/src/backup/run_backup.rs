@@ -13,8 +13,7 @@
 use super::cluster::{self, Cluster, Connection, PartitionMap, PARTITIONS};
 use super::state::{Cursor, State};
 use super::{
-    encryption_key, interrupted, no_security, pack, parse_local_time, BackupArgs, Limiter,
-    ProgressLine,
+    encryption_key, interrupted, log_in, pack, parse_local_time, BackupArgs, Limiter, ProgressLine,
 };
 use crate::{info, Target};
 use base64::Engine;
@@ -954,7 +953,7 @@ fn records_expected(cluster: &Cluster, namespace: &str, sets: &[String]) -> Opti
 }
 
 pub fn backup(target: &Target, args: BackupArgs) -> Result<(), String> {
-    no_security(&args.user, &args.password)?;
+    log_in(&args.user, &args.password)?;
     if !(1..=100).contains(&args.parallel) {
         return Err("--parallel is 1-100".to_owned());
     }

@@ -11,7 +11,7 @@
 
 use super::cluster::{Cluster, Connection};
 use super::run_backup::list_indexes;
-use super::{encryption_key, interrupted, no_security, ProgressLine, RestoreArgs};
+use super::{encryption_key, interrupted, log_in, ProgressLine, RestoreArgs};
 use crate::{info, Target};
 use base64::Engine;
 use bolide_backup_format::asb::{self, Decoder, Index, Item, Record, Udf, Value};
@@ -108,7 +108,7 @@ struct Input {
 }
 
 pub fn restore(target: &Target, args: RestoreArgs) -> Result<(), String> {
-    no_security(&args.user, &args.password)?;
+    log_in(&args.user, &args.password)?;
     if !(1..=1024).contains(&args.parallel) {
         return Err("--parallel is 1-1024".to_owned());
     }
