@@ -38,25 +38,8 @@ pub const VALUE_BYTES_MAX: u64 = 128 << 20;
 const SIZE_MAX: u64 = 1 << 50;
 pub const DIGEST_BYTES: usize = 20;
 
-/// Particle types, as numbered on the wire.
-pub mod particle {
-    pub const NULL: u8 = 0;
-    pub const INTEGER: u8 = 1;
-    pub const FLOAT: u8 = 2;
-    pub const STRING: u8 = 3;
-    pub const BLOB: u8 = 4;
-    pub const JAVA_BLOB: u8 = 7;
-    pub const CSHARP_BLOB: u8 = 8;
-    pub const PYTHON_BLOB: u8 = 9;
-    pub const RUBY_BLOB: u8 = 10;
-    pub const PHP_BLOB: u8 = 11;
-    pub const ERLANG_BLOB: u8 = 12;
-    pub const BOOL: u8 = 17;
-    pub const HLL: u8 = 18;
-    pub const MAP: u8 = 19;
-    pub const LIST: u8 = 20;
-    pub const GEOJSON: u8 = 23;
-}
+/// Particle types, as numbered on the wire (the server's own table).
+pub use bolide_types::particle;
 
 /// The letter of a blob particle type in a bin line, if it has one.
 pub fn blob_letter(particle_type: u8) -> Option<u8> {
