@@ -223,7 +223,7 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             cluster::info::peers(&node.cluster)
         }
         "peers-tls-std" | "peers-tls-alt" | "alumni-tls-std" => {
-            format!("{},3000,[]", node.service().status().peers_generation)
+            cluster::info::peers_tls(&node.cluster)
         }
         "service-clear-std" | "service" => service,
         "service-tls-std" => tls_service_address(node, local),
@@ -737,14 +737,27 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                 config.service_address,
                 config.service_port,
                 config.heartbeat_mode,
-                config.heartbeat_port,
+                // A TLS-only channel has no plain port.
+                if config.heartbeat_tls.is_some() { 0 } else { config.heartbeat_port },
                 config.heartbeat_interval_ms,
                 config.heartbeat_timeout,
-                config.fabric_port,
+                if config.fabric_tls.is_some() { 0 } else { config.fabric_port },
                 config.info_port.map_or_else(String::new, |p| p.to_string())
             );
             if let Some(tls) = &config.service_tls {
                 network_tls(&mut text, config, tls);
+            }
+            for (which, tls) in [
+                ("heartbeat", &config.heartbeat_tls),
+                ("fabric", &config.fabric_tls),
+            ] {
+                if let Some(tls) = tls {
+                    let _ = write!(
+                        text,
+                        ";{which}.tls-port={};{which}.tls-name={}",
+                        tls.port, tls.name
+                    );
+                }
             }
             text
         }
