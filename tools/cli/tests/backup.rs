@@ -9,84 +9,28 @@
 //! resume) are tests/python/test_backup*.py.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Output, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 const SAMPLE: &[u8] = b"Version 3.1\n# namespace test\n# first-file\n+ k S 4 key1\n+ n test\n\
 + d 7JEZLUt/jONdXXjTS8ply6qqyWA=\n+ s demo\n+ g 1\n+ t 428179113\n+ b 3\n\
 - I foo 123\n- S bar 3 abc\n- Z baz T\n";
 const CITRUSLEAF_EPOCH: u64 = 1_262_304_000;
 
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-fn server_binary() -> PathBuf {
-    let path = std::env::var_os("BOLIDED_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/bolided"),
-        PathBuf::from,
-    );
-    assert!(
-        path.is_file(),
-        "bolided not found at {} (cargo build --release -p bolide-server)",
-        path.display()
-    );
-    path
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
+mod common;
+use common::Server;
 
 impl Server {
     fn start(tag: &str) -> Server {
-        let dir = std::env::temp_dir().join(format!("bolide-backup-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let port = free_port();
-        let config = format!(
-            "service {{\n    cluster-name backup-test\n    service-threads 2\n    work-directory {}\n}}\n\
-             network {{\n    service {{\n        address 127.0.0.1\n        port {port}\n    }}\n}}\n\
-             namespace test {{\n    default-ttl 0\n}}\n",
-            dir.join("work").display()
-        );
-        std::fs::write(dir.join("bolide.conf"), config).expect("config");
-        let child = Command::new(server_binary())
-            .arg("--config")
-            .arg(dir.join("bolide.conf"))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn bolided");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "bolided did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server { child, port, dir }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_bolide"));
-        command
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .env("HOME", &self.dir);
-        command
-    }
-
-    fn bolide(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run bolide")
+        Server::start_config("backup", tag, |dir, port| {
+            format!(
+                "service {{\n    cluster-name backup-test\n    service-threads 2\n    work-directory {}\n}}\n\
+                 network {{\n    service {{\n        address 127.0.0.1\n        port {port}\n    }}\n}}\n\
+                 namespace test {{\n    default-ttl 0\n}}\n",
+                dir.join("work").display()
+            )
+        })
     }
 
     fn ok(&self, args: &[&str]) -> Output {
@@ -127,14 +71,6 @@ impl Server {
             .find_map(|pair| pair.strip_prefix("objects="))
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or_else(|| panic!("no objects in {text}"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
