@@ -301,3 +301,123 @@ fn progress_shows_with_the_flag_and_not_without() {
         stderr(&output)
     );
 }
+
+/// The records of a single-file backup: their "+ k" lines.
+fn keys_in(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .expect("backup file")
+        .lines()
+        .filter(|line| line.starts_with("+ k "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// --no-ttl-only keeps the records that never expire, --filter-exp those
+/// a client-built expression selects, --max-records stops at that many
+/// (and says so); a --filter-exp that is not base64 is refused.
+#[test]
+fn no_ttl_only_filter_exp_and_max_records_select_records() {
+    let server = Server::start("select");
+    server.fill(10);
+    // Give keys 0-3 a time to live: back them up, set a void time in the
+    // file, restore them over themselves.
+    let all = server.dir.join("all.asb");
+    server.ok(&["backup", "-n", "test", "-o", all.to_str().expect("path")]);
+    let future = now_citrusleaf() + 86_400;
+    let mut text = String::new();
+    let mut current_key = None;
+    for line in std::fs::read_to_string(&all).expect("backup").lines() {
+        if let Some(key) = line.strip_prefix("+ k I ") {
+            current_key = key.trim().parse::<u64>().ok();
+        }
+        match (line.starts_with("+ t "), current_key) {
+            (true, Some(key)) if key < 4 => text.push_str(&format!("+ t {future}\n")),
+            _ => {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+    }
+    let with_ttl = server.dir.join("ttl.asb");
+    std::fs::write(&with_ttl, text).expect("write");
+    server.ok(&[
+        "restore",
+        "-i",
+        with_ttl.to_str().expect("path"),
+        "--no-generation",
+    ]);
+
+    let persistent = server.dir.join("persistent.asb");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "--no-ttl-only",
+        "-o",
+        persistent.to_str().expect("path"),
+    ]);
+    assert!(
+        stderr(&output).contains("backed up 6 records"),
+        "{}",
+        stderr(&output)
+    );
+    let mut keys = keys_in(&persistent);
+    keys.sort();
+    assert_eq!(
+        keys,
+        (4..10).map(|k| format!("+ k I {k}")).collect::<Vec<_>>()
+    );
+
+    // n >= 7, as Exp.ge(Exp.int_bin("n"), Exp.val(7)).build() encodes it.
+    use base64::Engine;
+    let expression = [0x93, 0x04, 0x93, 0x51, 0x02, 0xa1, b'n', 0x07];
+    let encoded = base64::engine::general_purpose::STANDARD.encode(expression);
+    let filtered = server.dir.join("filtered.asb");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "--filter-exp",
+        &encoded,
+        "-o",
+        filtered.to_str().expect("path"),
+    ]);
+    assert!(
+        stderr(&output).contains("backed up 3 records"),
+        "{}",
+        stderr(&output)
+    );
+    let mut keys = keys_in(&filtered);
+    keys.sort();
+    assert_eq!(keys, ["+ k I 7", "+ k I 8", "+ k I 9"]);
+
+    let some = server.dir.join("some.asb");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "-M",
+        "3",
+        "-o",
+        some.to_str().expect("path"),
+    ]);
+    assert!(
+        stderr(&output).contains("backed up 3 records"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("stopped at --max-records 3"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(keys_in(&some).len(), 3);
+
+    let refused = server.bolide(&["backup", "-n", "test", "--filter-exp", "%%%", "-o", "-"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("--filter-exp is not base64"),
+        "{}",
+        stderr(&refused)
+    );
+}
