@@ -412,6 +412,29 @@ fn no_ttl_only_filter_exp_and_max_records_select_records() {
         stderr(&output)
     );
     assert_eq!(keys_in(&some).len(), 3);
+    // The rest comes with --continue: every record once.
+    let state = server.dir.join("some.asb.state");
+    assert!(state.is_file(), "no state file after --max-records");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "-o",
+        some.to_str().expect("path"),
+        "--continue",
+        state.to_str().expect("path"),
+    ]);
+    assert!(
+        stderr(&output).contains("backed up 7 records"),
+        "{}",
+        stderr(&output)
+    );
+    let mut keys = keys_in(&some);
+    keys.sort_by_key(|key| key[6..].parse::<u32>().unwrap_or(u32::MAX));
+    assert_eq!(
+        keys,
+        (0..10).map(|k| format!("+ k I {k}")).collect::<Vec<_>>()
+    );
 
     let refused = server.bolide(&["backup", "-n", "test", "--filter-exp", "%%%", "-o", "-"]);
     assert!(!refused.status.success());
