@@ -350,6 +350,28 @@ impl Security {
         out: &mut Vec<u8>,
     ) -> Vec<Entry> {
         self.counters.admin_commands.fetch_add(1, Relaxed);
+        // A connection without a session may only log in: anything else
+        // is refused before its fields are read, so no other command's
+        // decoding is reachable (or probed) without a login.
+        if session.is_none() {
+            if let Some(&code) = body.get(2) {
+                if code != bolide_wire::admin::command::LOGIN
+                    && code != bolide_wire::admin::command::AUTHENTICATE
+                {
+                    self.counters.not_authenticated.fetch_add(1, Relaxed);
+                    self.audit.log(
+                        Event::Violation,
+                        "",
+                        Some(client),
+                        "admin command",
+                        "",
+                        ResultCode::NotAuthenticated.as_u8(),
+                    );
+                    append_result(out, ResultCode::NotAuthenticated);
+                    return Vec::new();
+                }
+            }
+        }
         let request = match AdminRequest::decode(body) {
             Ok(request) => request,
             Err(reject) => {
