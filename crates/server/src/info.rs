@@ -168,7 +168,7 @@ fn check(
         .filter(|set| scoped && !set.is_empty())
         .map(str::as_bytes);
     caller
-        .check(permission, namespace, set)
+        .check_command(permission, namespace, set, command.text)
         .map_err(|code| (code, permission))
 }
 
