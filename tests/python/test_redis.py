@@ -553,27 +553,49 @@ def test_multi_exec_watch(server, r):
 
 # ---- the same records through the Aerospike client --------------------------
 
+def aerospike_key(set_name: str, key: str):
+    """The Aerospike key of Redis key `key`: the digest the client computes
+    for the string key, with its partition bits set to the partition of the
+    key's Redis Cluster slot (slot >> 2), as docs/redis.md describes."""
+    import aerospike
+    from redis.crc import key_slot
+
+    digest = bytearray(aerospike.calc_digest("test", set_name, key))
+    pid = key_slot(key.encode()) >> 2
+    digest[0] = pid & 0xFF
+    digest[1] = (digest[1] & 0xF0) | (pid >> 8)
+    return ("test", set_name, None, digest)
+
+
 def test_cross_protocol_hash_and_string(server, r):
     client = server.client()
     r.hset("user:7", mapping={"name": "Ada", "visits": "3"})
-    _, meta, bins = client.get(("test", "redis0", "user:7"))
+    # The plain client digest is another partition: not found there.
+    _, meta = client.exists(("test", "redis0", "user:7"))
+    assert meta is None
+    key, meta, bins = client.get(aerospike_key("redis0", "user:7"))
     assert bins == {"hash": {"name": "Ada", "visits": "3"}}
     assert meta["gen"] >= 1
     r.set("greeting", "hello")
-    _, _, bins = client.get(("test", "redis0", "greeting"))
+    _, _, bins = client.get(aerospike_key("redis0", "greeting"))
     assert bins == {"str": bytearray(b"hello")}
+    # A scan of the set sees the Redis keys with their user keys.
+    found = {}
+    for (ns, set_name, user_key, _), _, bins in client.scan("test", "redis0").results():
+        found[user_key] = bins
+    assert found["greeting"] == {"str": bytearray(b"hello")}
     # The reverse: records the Aerospike client writes, read over RESP.
-    client.put(("test", "redis0", "profile"), {"hash": {"city": "Paris", "age": 36}})
+    client.put(aerospike_key("redis0", "profile"), {"hash": {"city": "Paris", "age": 36}})
     assert r.hgetall("profile") == {b"city": b"Paris", b"age": b"36"}
     assert r.type("profile") == b"hash"
-    client.put(("test", "redis0", "tags"), {"list": ["a", "b"]})
+    client.put(aerospike_key("redis0", "tags"), {"list": ["a", "b"]})
     assert r.lrange("tags", 0, -1) == [b"a", b"b"]
-    client.put(("test", "redis0", "blob"), {"str": bytearray(b"\x00\x01")})
+    client.put(aerospike_key("redis0", "blob"), {"str": bytearray(b"\x00\x01")})
     assert r.get("blob") == b"\x00\x01"
     r1 = redis.Redis(port=server.redis_port, db=3)
     try:
         r1.sadd("members", "x")
-        _, _, bins = client.get(("test", "redis3", "members"))
+        _, _, bins = client.get(aerospike_key("redis3", "members"))
         assert bins == {"set": {"x": None}}
     finally:
         r1.close()
@@ -753,3 +775,65 @@ def test_publish_subscribe(server, r):
         exchange(s, cmd("SET", "k", "v"), b"+OK\r\n")  # RESP3 subscribers run any command
         assert r.publish("c", "x") == 1
         exchange(s, b"", b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n")
+
+
+# ---- the per-key turn of read-modify-writes ---------------------------------
+
+def test_incr_from_two_service_threads_is_exact():
+    """Two redis-py connections INCR one key as fast as they can. The node
+    runs two service threads and deals accepted Redis connections to them
+    in turn, so two connections opened one after the other run on
+    different threads: their read-modify-writes of the key take turns
+    (crates/redis/src/keyspace.rs `update`). Every INCR must succeed (no
+    TRYAGAIN after too many generation conflicts), the values the two
+    threads see must be distinct and together exactly 1..N, and the final
+    count exact."""
+    (redis_port,) = free_ports(1)
+    srv = BolideServer()
+    srv.config_text = srv.config_text.replace(
+        "network {\n", f"network {{\n    redis {{\n        port {redis_port}\n    }}\n", 1
+    ).replace("service {\n", "service {\n    service-threads 2\n", 1)
+    assert "service-threads 2" in srv.config_text
+    per_thread = 3000
+    with srv:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", redis_port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        # Two connections opened back to back: one per service thread.
+        clients = [redis.Redis(port=redis_port, protocol=2, single_connection_client=True)
+                   for _ in range(2)]
+        ids = [c.client_id() for c in clients]
+        assert ids[1] == ids[0] + 1, "no other connection came between them"
+        seen: list[list[int]] = [[], []]
+        errors: list[BaseException] = []
+        start = threading.Barrier(2)
+
+        def hammer(index: int) -> None:
+            try:
+                start.wait()
+                for _ in range(per_thread):
+                    seen[index].append(clients[index].incr("counter"))
+            except BaseException as error:  # noqa: BLE001  (reported below)
+                errors.append(error)
+
+        threads = [threading.Thread(target=hammer, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not any(t.is_alive() for t in threads)
+        assert errors == []
+        assert int(clients[0].get("counter")) == 2 * per_thread
+        both = seen[0] + seen[1]
+        assert sorted(both) == list(range(1, 2 * per_thread + 1))
+        # They really interleaved: each thread saw values from all over.
+        assert min(seen[0]) < per_thread and max(seen[0]) > per_thread
+        assert min(seen[1]) < per_thread and max(seen[1]) > per_thread
+        for c in clients:
+            c.close()

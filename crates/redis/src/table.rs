@@ -39,6 +39,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("echo", 2, C, 0, 0, 0, "connection"),
     spec!("hello", -1, C, 0, 0, 0, "connection"),
     spec!("auth", -2, C, 0, 0, 0, "connection"),
+    spec!("acl", -2, C, 0, 0, 0, "server"),
     spec!("client", -2, C, 0, 0, 0, "connection"),
     spec!("select", 2, C, 0, 0, 0, "connection"),
     spec!("quit", -1, C, 0, 0, 0, "connection"),

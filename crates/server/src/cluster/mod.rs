@@ -192,6 +192,8 @@ pub struct ClusterService {
     pub heartbeat_bind: SocketAddr,
     /// Client addresses advertised to peers.
     pub service: Vec<Endpoint>,
+    /// Where this node serves the Redis protocol, advertised to peers.
+    pub redis: Vec<Endpoint>,
     pub seeds: Vec<Endpoint>,
     events: mpsc::UnboundedSender<Event>,
     events_receiver: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
@@ -261,6 +263,17 @@ impl ClusterService {
                 host: service_host,
                 port: config.service_port,
             }],
+            redis: config
+                .redis_port
+                .map(|port| Endpoint {
+                    host: config
+                        .access_address
+                        .clone()
+                        .unwrap_or_else(|| advertised(config.redis_address)),
+                    port,
+                })
+                .into_iter()
+                .collect(),
             seeds: config
                 .mesh_seeds
                 .iter()
