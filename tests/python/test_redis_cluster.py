@@ -141,6 +141,9 @@ def test_moved_crossslot_and_hash_tags(cluster):
         with pytest.raises(redis.exceptions.ResponseError,
                            match="^Keys in request don't hash to the same slot$"):
             r.execute_command("MSET", "{a}x", "1", "{b}y", "2")
+        with pytest.raises(redis.exceptions.ResponseError,
+                           match="^Keys in request don't hash to the same slot$"):
+            r.execute_command("ZUNIONSTORE", "{a}d", "2", "{a}x", "{b}y")
     # The MOVED target takes the write.
     with redis.Redis(host=host, port=port, protocol=2) as r:
         assert r.set(elsewhere, "v") is True
@@ -208,6 +211,15 @@ def test_redis_cluster_client_survives_a_killed_node(cluster):
             assert rc.mset({k: "x" for k in tagged}) is True
             assert rc.mget(tagged) == [b"x"] * 5
             assert rc.keyslot("foo") == 12182
+            # Commands with numkeys: the keys are found by count.
+            rc.zadd(f"{{t{protocol}}}:za", {"a": 1})
+            rc.zadd(f"{{t{protocol}}}:zb", {"a": 2, "b": 1})
+            assert rc.zunionstore(f"{{t{protocol}}}:zu",
+                                  [f"{{t{protocol}}}:za", f"{{t{protocol}}}:zb"]) == 2
+            assert rc.zscore(f"{{t{protocol}}}:zu", "a") == 3.0
+            rc.rpush(f"{{t{protocol}}}:l", "x")
+            assert rc.lmpop(2, f"{{t{protocol}}}:none", f"{{t{protocol}}}:l",
+                            direction="LEFT") == [f"{{t{protocol}}}:l".encode(), [b"x"]]
             assert len(rc.get_nodes()) == 3
         finally:
             rc.close()

@@ -579,7 +579,25 @@ mod tests {
             envelope.encode(&mut out);
             let (header, body, _) = codec::split_frame(&out).expect("valid").expect("whole");
             for cut in 0..body.len() {
-                assert!(Envelope::decode(header.kind, &body[..cut]).is_err() || cut == body.len());
+                match Envelope::decode(header.kind, &body[..cut]) {
+                    Err(_) => {}
+                    // A pulse cut before its optional RESP endpoints is a
+                    // pulse of a node that predates them.
+                    Ok(Envelope {
+                        message: Message::Pulse(cut_pulse),
+                        ..
+                    }) => match &envelope.message {
+                        Message::Pulse(pulse) => assert_eq!(
+                            cut_pulse,
+                            Pulse {
+                                redis: Vec::new(),
+                                ..pulse.clone()
+                            }
+                        ),
+                        _ => panic!("a cut body decoded as another message"),
+                    },
+                    Ok(other) => panic!("a cut body decoded: {other:?}"),
+                }
             }
             let mut longer = body.to_vec();
             longer.push(0);

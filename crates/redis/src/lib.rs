@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
+mod assorted;
 pub mod cluster;
 mod collections;
 mod data;

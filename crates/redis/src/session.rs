@@ -729,14 +729,18 @@ impl Session {
                         self.block_deadline = None;
                         Ok(())
                     }
-                    Ok(data::Ran::Empty { timeout }) => {
+                    Ok(data::Ran::Empty { timeout, null_bulk }) => {
                         // A blocking pop found nothing: wait, or time out.
                         let deadline = *self
                             .block_deadline
                             .get_or_insert_with(|| timeout.map(|t| Instant::now() + t));
                         if deadline.is_some_and(|d| Instant::now() >= d) {
                             self.block_deadline = None;
-                            out.null_array();
+                            if null_bulk {
+                                out.null();
+                            } else {
+                                out.null_array();
+                            }
                             Ok(())
                         } else {
                             return Flow::Block;
