@@ -456,6 +456,37 @@ impl Security {
         }
     }
 
+    /// Logs `user` in with a clear password (the Redis port's AUTH): the
+    /// same checks as a LOGIN (failed-login brake, allowlist, audit), on the
+    /// hash an Aerospike client would send. Costs a bcrypt hash.
+    pub fn login_password(
+        &self,
+        client: SocketAddr,
+        user: &str,
+        password: &[u8],
+    ) -> Result<Arc<Session>, ResultCode> {
+        let Ok(password) = std::str::from_utf8(password) else {
+            return Err(ResultCode::InvalidPassword);
+        };
+        let credential = crate::password::client_hash(password);
+        let result = self
+            .check_password(client, user, credential.as_bytes())
+            .and_then(|found| self.session_for(&found, client));
+        match result {
+            Ok(session) => {
+                self.counters.logins.fetch_add(1, Relaxed);
+                self.audit
+                    .log(Event::Authentication, user, Some(client), "login", "", 0);
+                Ok(session)
+            }
+            Err((code, reason)) => {
+                self.counters.login_failures.fetch_add(1, Relaxed);
+                self.authentication_failed(user, client, "login", reason, code);
+                Err(code)
+            }
+        }
+    }
+
     fn login(
         &self,
         session: &mut Option<Arc<Session>>,

@@ -86,6 +86,11 @@ impl Info {
         }
     }
 
+    /// The cluster service (membership, peers, routing).
+    pub fn cluster(&self) -> &Arc<cluster::Context> {
+        &self.cluster
+    }
+
     /// The edition this node reports.
     pub fn edition(&self) -> &'static str {
         if self.security.is_some() {
