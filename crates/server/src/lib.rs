@@ -265,15 +265,6 @@ fn redis_listener(config: &Config) -> Result<Option<TcpListener>, String> {
     let Some(port) = config.redis_port else {
         return Ok(None);
     };
-    if config.security.is_some() {
-        // RESP has no login here yet (AUTH): a secured node serving it
-        // would let anyone past its access control.
-        return Err(
-            "network redis: a node with security { } does not serve the Redis \
-                    protocol yet (it has no AUTH); remove network { redis { } } or security { }"
-                .to_owned(),
-        );
-    }
     let address = SocketAddr::new(config.redis_address, port);
     match net::bind(address) {
         Ok(socket) => Ok(Some(socket)),

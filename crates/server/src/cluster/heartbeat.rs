@@ -147,6 +147,7 @@ async fn run(
         heartbeat: service.heartbeat.clone(),
         fabric: service.fabric.clone(),
         service: service.service.clone(),
+        redis: service.redis.clone(),
         seeds: service.seeds.clone(),
         heartbeat_interval_ms: service.heartbeat_interval_ms,
         heartbeat_timeout: service.heartbeat_timeout,

@@ -205,6 +205,8 @@ pub struct ClusterService {
     /// The TLS client listener's name and addresses, shared with the other
     /// nodes for their `peers-tls-std`.
     pub service_tls: Option<(String, Vec<Endpoint>)>,
+    /// Where this node serves the Redis protocol, advertised to peers.
+    pub redis: Vec<Endpoint>,
     pub seeds: Vec<Endpoint>,
     events: mpsc::UnboundedSender<Event>,
     events_receiver: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
@@ -292,6 +294,17 @@ impl ClusterService {
                 host: service_host,
                 port: config.service_port,
             }],
+            redis: config
+                .redis_port
+                .map(|port| Endpoint {
+                    host: config
+                        .access_address
+                        .clone()
+                        .unwrap_or_else(|| advertised(config.redis_address)),
+                    port,
+                })
+                .into_iter()
+                .collect(),
             seeds: config
                 .mesh_seeds
                 .iter()
