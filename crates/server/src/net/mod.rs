@@ -575,9 +575,19 @@ mod tests {
         /// A stanza named `stanza` presenting a certificate for
         /// `cert_name`, trusting this CA.
         fn node(&self, stanza: &str, cert_name: &str) -> tls::TlsSettings {
+            self.node_with_serial(stanza, cert_name, None)
+        }
+
+        fn node_with_serial(
+            &self,
+            stanza: &str,
+            cert_name: &str,
+            serial: Option<u64>,
+        ) -> tls::TlsSettings {
             use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
             let key = KeyPair::generate().expect("key");
             let mut params = CertificateParams::new(vec![cert_name.to_owned()]).expect("params");
+            params.serial_number = serial.map(rcgen::SerialNumber::from);
             params
                 .distinguished_name
                 .push(rcgen::DnType::CommonName, cert_name);
@@ -588,8 +598,9 @@ mod tests {
             let certificate = params
                 .signed_by(&key, &self.ca, &self.ca_key)
                 .expect("certificate");
-            let cert_file = self.directory.join(format!("{cert_name}.pem"));
-            let key_file = self.directory.join(format!("{cert_name}.key"));
+            let file = format!("{cert_name}-{}", serial.unwrap_or(0));
+            let cert_file = self.directory.join(format!("{file}.pem"));
+            let key_file = self.directory.join(format!("{file}.key"));
             std::fs::write(&cert_file, certificate.pem()).expect("write");
             std::fs::write(&key_file, key.serialize_pem()).expect("write");
             let mut settings = tls::TlsSettings::new(stanza, &cert_file, &key_file);
@@ -666,6 +677,26 @@ mod tests {
             let dialled = dialled.expect_err("the dialler fails");
             let both = format!("{accepted} / {dialled}");
             assert!(reasons.iter().any(|reason| both.contains(reason)), "{both}");
+        }
+
+        // A revoked node certificate (cert-blacklist) is refused by the
+        // node that accepts and by the node that dials.
+        let blacklist = pki.directory.join("revoked.txt");
+        std::fs::write(&blacklist, "0B01DE\n").expect("write");
+        let mut checking = pki.node("cluster", "cluster");
+        checking.cert_blacklist = Some(blacklist);
+        let checking = tls::NodeTls::new(&checking).expect("checking");
+        let revoked =
+            tls::NodeTls::new(&pki.node_with_serial("cluster", "cluster", Some(0x0B01DE)))
+                .expect("revoked");
+        for (listener, dialler) in [(&checking, &revoked), (&revoked, &checking)] {
+            let (accepted, dialled) = node_pair(&runtime, listener, dialler);
+            let both = format!(
+                "{} / {}",
+                accepted.expect_err("the listener fails"),
+                dialled.expect_err("the dialler fails")
+            );
+            assert!(both.contains("Revoked"), "{both}");
         }
 
         // A plain dialler on a node's TLS port never gets through.

@@ -621,11 +621,13 @@ impl ClientTls {
                 tls13: true,
             },
             name,
+            Vec::new(),
         )
     }
 
     /// A stanza's context as a dialler: trusts its CA, presents its
-    /// certificate (mutual TLS between nodes), expects `name`.
+    /// certificate (mutual TLS between nodes), expects `name`, and refuses
+    /// a peer whose certificate is on the stanza's `cert-blacklist`.
     pub fn new(settings: &TlsSettings, name: &str) -> Result<ClientTls, String> {
         let material = Material::read(settings)?;
         if material.roots.is_empty() {
@@ -640,6 +642,7 @@ impl ClientTls {
             Some((material.chain, key)),
             settings.protocols,
             name,
+            material.revoked,
         )
         .map_err(|error| format!("tls {}: {error}", settings.name))
     }
@@ -649,6 +652,7 @@ impl ClientTls {
         identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
         protocols: Protocols,
         name: &str,
+        revoked: Vec<Revoked>,
     ) -> Result<ClientTls, String> {
         let mut store = rustls::RootCertStore::empty();
         for root in roots {
@@ -656,12 +660,23 @@ impl ClientTls {
                 .add(root)
                 .map_err(|error| format!("bad CA certificate: {error}"))?;
         }
-        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(&protocols.versions())
-        .map_err(|error| error.to_string())?
-        .with_root_certificates(store);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&protocols.versions())
+            .map_err(|error| error.to_string())?;
+        let builder = if revoked.is_empty() {
+            builder.with_root_certificates(store)
+        } else {
+            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(store),
+                provider,
+            )
+            .build()
+            .map_err(|error| format!("cannot check server certificates: {error}"))?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(CheckedServers { inner, revoked }))
+        };
         let config = match identity {
             Some((chain, key)) => builder
                 .with_client_auth_cert(chain, key)
@@ -682,6 +697,66 @@ impl ClientTls {
 
     pub(crate) fn server_name(&self) -> ServerName<'static> {
         self.name.clone()
+    }
+}
+
+/// The CA's check of a server certificate (chain, dates, name), then the
+/// blacklist.
+#[derive(Debug)]
+struct CheckedServers {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    revoked: Vec<Revoked>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for CheckedServers {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let verified = self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        let identity = Identity::of(end_entity)
+            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+        if let Some(revoked) = self
+            .revoked
+            .iter()
+            .find(|revoked| revoked.matches(&identity))
+        {
+            tracing::warn!(serial = %revoked.serial, "TLS: refused a revoked peer certificate");
+            return Err(rustls::Error::InvalidCertificate(CertificateError::Revoked));
+        }
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
     }
 }
 
