@@ -194,6 +194,23 @@ def test_redis_cli_follows_moved(cluster):
         assert out.returncode == 0 and out.stdout.strip() == str(i), out.stdout + out.stderr
 
 
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="redis-benchmark not installed")
+def test_redis_benchmark_cluster_mode(cluster):
+    """redis-benchmark --cluster reads CLUSTER NODES from one seed and sends
+    each key to its master: every test runs, with no error."""
+    wait_for_full_map(cluster.nodes)
+    out = subprocess.run(
+        ["redis-benchmark", "--cluster", "-p", str(cluster.nodes[0].redis_port), "-n", "600",
+         "-c", "6", "-r", "1000", "-q", "--csv", "-t", "set,get,incr,lpush,hset,zadd"],
+        capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Cluster has 3 master nodes" in out.stdout + out.stderr, out.stdout + out.stderr
+    tests = {line.split(",")[0].strip('"') for line in out.stdout.splitlines()
+             if line.startswith('"')}
+    assert {"SET", "GET", "INCR", "LPUSH", "HSET", "ZADD"} <= tests, out.stdout
+    assert "error" not in (out.stdout + out.stderr).lower(), out.stdout + out.stderr
+
+
 def test_redis_cluster_client_survives_a_killed_node(cluster):
     wait_for_full_map(cluster.nodes)
     for protocol in (2, 3):
