@@ -161,6 +161,22 @@ def test_moved_crossslot_and_hash_tags(cluster):
         assert data == f"-MOVED {slot} {host}:{port}\r\n".encode()
 
 
+def test_keys_in_slot(cluster):
+    owners = wait_for_full_map(cluster.nodes)
+    slot = key_slot(b"{counted}")
+    port = owners[slot][1]
+    with redis.Redis(port=port, protocol=2) as r:
+        assert r.mset({"{counted}:1": "a", "{counted}:2": "b", "{counted}:3": "c"}) is True
+        assert r.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 3
+        assert r.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 2) == \
+            [b"{counted}:1", b"{counted}:2"]
+        # The slot's partition holds slots 4p..4p+3: only this slot counts.
+        neighbour = slot ^ 1
+        assert r.execute_command("CLUSTER", "COUNTKEYSINSLOT", neighbour) == 0
+        with pytest.raises(redis.ResponseError, match="^Invalid slot$"):
+            r.execute_command("CLUSTER", "COUNTKEYSINSLOT", 16384)
+
+
 def test_readonly_reads_from_a_replica(cluster):
     owners = wait_for_full_map(cluster.nodes)
     key = "replicated"
