@@ -842,6 +842,7 @@ def test_incr_from_two_service_threads_is_exact():
 # ---- LPOS, LMPOP, BLMOVE/BLMPOP, BZPOPMIN/MAX, zset algebra, COPY, OBJECT, BITFIELD
 
 def test_lpos(r):
+    r.delete("mylist")  # redis-benchmark, earlier in this file, leaves its own "mylist"
     r.rpush("mylist", "a", "b", "c", "1", "2", "3", "c", "c")
     ex = r.execute_command
     assert ex("LPOS", "mylist", "c") == 2

@@ -68,16 +68,25 @@ pub fn run(config: Config) -> Result<(), String> {
             tls: None,
         });
     }
+    // Every listener's TLS context is read again each tls-refresh-period.
+    let mut refreshed: Vec<ServerTls> = [
+        &node.cluster.cluster.fabric_tls,
+        &node.cluster.cluster.heartbeat_tls,
+    ]
+    .into_iter()
+    .filter_map(|tls| tls.get().map(|tls| tls.server.clone()))
+    .collect();
     if let Some(service_tls) = &config.service_tls {
         let listener = tls_listener(&config, service_tls)?;
-        if let Some(tls) = &listener.tls {
-            start_tls_refresh(
-                vec![tls.clone()],
-                config.tls_refresh_period_seconds,
-                Arc::clone(&node.counters),
-            )?;
-        }
+        refreshed.extend(listener.tls.clone());
         listeners.push(listener);
+    }
+    if !refreshed.is_empty() {
+        start_tls_refresh(
+            refreshed,
+            config.tls_refresh_period_seconds,
+            Arc::clone(&node.counters),
+        )?;
     }
     let redis_listener = redis_listener(&config)?;
     let redis_shared = Arc::new(bolide_redis::Shared::new(

@@ -19,6 +19,7 @@
 use super::records::Records;
 use super::Context as Node;
 use super::{bump, migrate, remote};
+use crate::net::{Connection, WriteHalf};
 use bolide_cluster::codec::{self, FRAME_HEADER_BYTES};
 use bolide_cluster::datapath::{self, Reply, Token};
 use bolide_cluster::fabric::{code, Channel, Fabric};
@@ -29,8 +30,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -211,15 +211,32 @@ async fn run_lane(
     mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
 ) {
     let local = node.cluster.fabric_bind.ip();
-    let stream =
-        match tokio::time::timeout(CONNECT_TIMEOUT, super::connect_from(local, &address)).await {
-            Ok(Ok(stream)) => stream,
-            _ => {
-                lane.close();
-                return;
+    let tls = node.cluster.fabric_tls.get().map(|tls| &tls.client);
+    // A handshake adds round trips (and signatures) to the connect.
+    let limit = if tls.is_some() {
+        CONNECT_TIMEOUT * 3
+    } else {
+        CONNECT_TIMEOUT
+    };
+    let stream = match tokio::time::timeout(limit, Connection::connect(local, &address, tls)).await
+    {
+        Ok(Ok(stream)) => stream,
+        failed => {
+            if let (Some(_), Ok(Err(error))) = (tls, &failed) {
+                if super::is_handshake_error(error) {
+                    super::handshake_failed(
+                        &node.cluster.counters.fabric_tls_handshake_failures,
+                        "fabric",
+                        false,
+                        &address,
+                        error,
+                    );
+                }
             }
-        };
-    let _ = stream.set_nodelay(true);
+            lane.close();
+            return;
+        }
+    };
     bump(&node.cluster.counters.fabric_connections_opened);
     let (mut reader, mut writer) = stream.into_split();
     let mut hello = Vec::new();
@@ -229,7 +246,8 @@ async fn run_lane(
         channel,
     }
     .encode(&mut hello);
-    if writer.write_all(&hello).await.is_err() {
+    // Flushed: a TLS session may hold what it was given.
+    if writer.write_all(&hello).await.is_err() || writer.flush().await.is_err() {
         lane.close();
         return;
     }
@@ -269,7 +287,10 @@ async fn run_lane(
                 Err(_) => break,
             }
         }
-        if writer.write_all(&batch).await.is_err() || lane.closed.get() {
+        if writer.write_all(&batch).await.is_err()
+            || writer.flush().await.is_err()
+            || lane.closed.get()
+        {
             break;
         }
     }
@@ -279,7 +300,7 @@ async fn run_lane(
 }
 
 async fn read_more(
-    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    reader: &mut (impl AsyncRead + Unpin),
     buffer: &mut Vec<u8>,
 ) -> std::io::Result<usize> {
     use tokio::io::AsyncReadExt;
@@ -308,10 +329,27 @@ fn dropped(node: &Node, address: Option<std::net::SocketAddr>, reason: &str) {
 
 /// Serves an accepted fabric connection: reads its HELLO, then serves
 /// requests here or hands a bulk connection to the migrate thread.
-pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
+pub async fn serve(node: Arc<Node>, stream: TcpStream) {
     bump(&node.cluster.counters.fabric_connections_opened);
     let address = stream.peer_addr().ok();
+    // With TLS, a peer without a certificate from the cluster's CA is
+    // refused here, before its HELLO is read.
+    let tls = node.cluster.fabric_tls.get().map(|tls| &tls.server);
+    let mut stream = match Connection::accept(stream, tls).await {
+        Ok(stream) => stream,
+        Err(error) => {
+            let peer = address.map_or_else(|| "?".to_owned(), |address| address.to_string());
+            super::handshake_failed(
+                &node.cluster.counters.fabric_tls_handshake_failures,
+                "fabric",
+                true,
+                &peer,
+                &error,
+            );
+            bump(&node.cluster.counters.fabric_connections_closed);
+            return;
+        }
+    };
     let mut buffer = Vec::with_capacity(4096);
     let hello = tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut stream, &mut buffer)).await;
     let refused = match &hello {
@@ -348,7 +386,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
             }
         }
         Channel::Bulk => {
-            if let Ok(stream) = stream.into_std() {
+            if let Ok(stream) = stream.hand_off() {
                 let _ = node.cluster.migrations.send(migrate::Command::Bulk {
                     stream,
                     leftover: buffer,
@@ -373,7 +411,7 @@ const HELLO_BODY_BYTES_MAX: usize = 4096;
 
 /// Reads the HELLO: (node, channel, cluster name).
 async fn read_hello(
-    stream: &mut TcpStream,
+    stream: &mut Connection,
     buffer: &mut Vec<u8>,
 ) -> Result<(NodeId, Channel, String), HelloError> {
     let bad = |what: &str| HelloError::Bad(what.to_owned());
@@ -420,7 +458,7 @@ async fn read_hello(
 /// Requests from another node on one connection, answered in any order.
 async fn serve_requests(
     node: &Arc<Node>,
-    stream: TcpStream,
+    stream: Connection,
     mut buffer: Vec<u8>,
 ) -> Result<(), ()> {
     let (mut reader, writer) = stream.into_split();
@@ -440,7 +478,7 @@ async fn serve_requests(
     }
 }
 
-async fn write_answers(mut writer: OwnedWriteHalf, mut answers: mpsc::UnboundedReceiver<Vec<u8>>) {
+async fn write_answers(mut writer: WriteHalf, mut answers: mpsc::UnboundedReceiver<Vec<u8>>) {
     let mut batch = Vec::with_capacity(WRITE_BATCH_BYTES);
     while let Some(answer) = answers.recv().await {
         batch.clear();
@@ -451,7 +489,7 @@ async fn write_answers(mut writer: OwnedWriteHalf, mut answers: mpsc::UnboundedR
                 Err(_) => break,
             }
         }
-        if writer.write_all(&batch).await.is_err() {
+        if writer.write_all(&batch).await.is_err() || writer.flush().await.is_err() {
             return;
         }
     }
