@@ -161,6 +161,22 @@ def test_moved_crossslot_and_hash_tags(cluster):
         assert data == f"-MOVED {slot} {host}:{port}\r\n".encode()
 
 
+def test_keys_in_slot(cluster):
+    owners = wait_for_full_map(cluster.nodes)
+    slot = key_slot(b"{counted}")
+    port = owners[slot][1]
+    with redis.Redis(port=port, protocol=2) as r:
+        assert r.mset({"{counted}:1": "a", "{counted}:2": "b", "{counted}:3": "c"}) is True
+        assert r.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 3
+        assert r.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 2) == \
+            [b"{counted}:1", b"{counted}:2"]
+        # The slot's partition holds slots 4p..4p+3: only this slot counts.
+        neighbour = slot ^ 1
+        assert r.execute_command("CLUSTER", "COUNTKEYSINSLOT", neighbour) == 0
+        with pytest.raises(redis.ResponseError, match="^Invalid slot$"):
+            r.execute_command("CLUSTER", "COUNTKEYSINSLOT", 16384)
+
+
 def test_readonly_reads_from_a_replica(cluster):
     owners = wait_for_full_map(cluster.nodes)
     key = "replicated"
@@ -192,6 +208,23 @@ def test_redis_cli_follows_moved(cluster):
         out = subprocess.run(["redis-cli", "-c", "-p", str(ports[(i + 1) % 3]), "GET", f"cli:{i}"],
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 0 and out.stdout.strip() == str(i), out.stdout + out.stderr
+
+
+@pytest.mark.skipif(shutil.which("redis-benchmark") is None, reason="redis-benchmark not installed")
+def test_redis_benchmark_cluster_mode(cluster):
+    """redis-benchmark --cluster reads CLUSTER NODES from one seed and sends
+    each key to its master: every test runs, with no error."""
+    wait_for_full_map(cluster.nodes)
+    out = subprocess.run(
+        ["redis-benchmark", "--cluster", "-p", str(cluster.nodes[0].redis_port), "-n", "600",
+         "-c", "6", "-r", "1000", "-q", "--csv", "-t", "set,get,incr,lpush,hset,zadd"],
+        capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Cluster has 3 master nodes" in out.stdout + out.stderr, out.stdout + out.stderr
+    tests = {line.split(",")[0].strip('"') for line in out.stdout.splitlines()
+             if line.startswith('"')}
+    assert {"SET", "GET", "INCR", "LPUSH", "HSET", "ZADD"} <= tests, out.stdout
+    assert "error" not in (out.stdout + out.stderr).lower(), out.stdout + out.stderr
 
 
 def test_redis_cluster_client_survives_a_killed_node(cluster):

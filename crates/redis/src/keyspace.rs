@@ -365,6 +365,31 @@ impl Db<'_> {
         count: usize,
         keep: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> (Vec<Vec<u8>>, usize) {
+        self.scan_partitions(cursor, bolide_types::PARTITION_COUNT, count, keep)
+    }
+
+    /// The keys of this database in partition `pid` that `keep` keeps.
+    pub fn partition_keys(
+        &self,
+        pid: usize,
+        keep: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Vec<Vec<u8>> {
+        self.scan_partitions(
+            pid,
+            (pid + 1).min(bolide_types::PARTITION_COUNT),
+            usize::MAX,
+            keep,
+        )
+        .0
+    }
+
+    fn scan_partitions(
+        &self,
+        cursor: usize,
+        end: usize,
+        count: usize,
+        keep: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> (Vec<Vec<u8>>, usize) {
         let store = self.records.store();
         let mut keys = Vec::new();
         let Some(namespace) = store.namespace(self.namespace) else {
@@ -377,7 +402,7 @@ impl Db<'_> {
         let now_unix_ms = now_ms();
         let mut partition = cursor;
         let mut buf = Vec::new();
-        while partition < bolide_types::PARTITION_COUNT && keys.len() < count {
+        while partition < end && keys.len() < count {
             if let Some(table) = namespace.read_partition(partition) {
                 table.for_each(|entry| {
                     if entry.meta.set_id != set_id || namespace.is_doomed(&entry.meta, now) {

@@ -650,7 +650,10 @@ impl Session {
                 out.ok();
                 Ok(())
             }
-            "cluster" => self.cluster_command(args, out),
+            "cluster" => {
+                let mut db = self.db(records, namespace, self.db);
+                self.cluster_command(args, out, &mut db)
+            }
             "asking" => {
                 out.ok();
                 Ok(())
@@ -910,7 +913,12 @@ impl Session {
     }
 
     /// `CLUSTER …` on a node that answers as a Redis Cluster node.
-    fn cluster_command(&mut self, args: &[Vec<u8>], out: &mut Out) -> Result<(), String> {
+    fn cluster_command(
+        &mut self,
+        args: &[Vec<u8>],
+        out: &mut Out,
+        db: &mut Db<'_>,
+    ) -> Result<(), String> {
         let Some(map) = self.cluster.clone() else {
             return Err("ERR This instance has cluster support disabled".to_owned());
         };
@@ -948,6 +956,38 @@ impl Session {
             "keyslot" => {
                 arity(3)?;
                 out.int(crate::cluster::key_slot(&args[2]) as i64);
+            }
+            "countkeysinslot" | "getkeysinslot" => {
+                arity(if sub == "countkeysinslot" { 3 } else { 4 })?;
+                let slot = parse_i64(&args[2])
+                    .ok()
+                    .filter(|slot| (0..crate::cluster::SLOTS as i64).contains(slot))
+                    .ok_or_else(|| "ERR Invalid slot".to_owned())?
+                    as usize;
+                let limit = match args.get(3) {
+                    Some(count) => parse_i64(count)
+                        .ok()
+                        .filter(|&n| n >= 0)
+                        .ok_or_else(|| "ERR Invalid number of keys".to_owned())?
+                        as usize,
+                    None => usize::MAX,
+                };
+                // This node's copy of the slot's partition (empty where it
+                // holds none), as Redis counts its own slots.
+                let mut keys = db
+                    .partition_keys(crate::cluster::slot_partition(slot), &mut |key, _| {
+                        crate::cluster::key_slot(key) == slot
+                    });
+                if sub == "countkeysinslot" {
+                    out.int(keys.len() as i64);
+                } else {
+                    keys.sort();
+                    keys.truncate(limit);
+                    out.array(keys.len());
+                    for key in &keys {
+                        out.bulk(key);
+                    }
+                }
             }
             _ => {
                 return Err(format!(
