@@ -675,10 +675,11 @@ impl World {
 
     fn immigrate(&mut self, from: usize, to: usize, message: &Fabric<'_>) {
         let sender = self.nodes[from].id;
+        let now = self.now;
         let node = &mut self.nodes[to];
         let Some(step) = node
             .immigrator
-            .receive(&node.store, &node.routing, sender, message)
+            .receive(&node.store, &node.routing, sender, message, now)
         else {
             return;
         };

@@ -214,7 +214,13 @@ async fn immigrate(
     let step = {
         let mut immigrator = immigrator.borrow_mut();
         let step = immigrator
-            .receive(&Records(&node.store), &routing, peer, request)
+            .receive(
+                &Records(&node.store),
+                &routing,
+                peer,
+                request,
+                monotonic_ms(),
+            )
             .ok_or(())?;
         while let Some(output) = immigrator.next_output() {
             match output {
