@@ -205,6 +205,62 @@ def test_minority_is_unavailable_majority_serves_and_state_survives_restart(sc_c
         assert bins == {"v": i}
 
 
+def holders(cluster, key):
+    """(master, replica) node indices of the key's partition, from the
+    nodes' `replicas` claims."""
+    import base64
+    digest = aerospike.calc_digest(*key[:2], key[2])
+    pid = (digest[0] | digest[1] << 8) & 0xFFF
+    found = [None, None]
+    for index in range(len(cluster.nodes)):
+        for ns in cluster.info(index, "replicas").split(";"):
+            name, rest = ns.split(":", 1)
+            if name != "test":
+                continue
+            columns = rest.split(",")
+            for column, bitmap in enumerate(columns[2:4]):
+                bits = base64.b64decode(bitmap)
+                if bits[pid >> 3] & (0x80 >> (pid & 7)) and found[column] is None:
+                    found[column] = index
+    assert None not in found, found
+    return tuple(found)
+
+
+def test_timed_out_write_is_unreplicated_until_copied_again(sc_cluster):
+    """A write whose copy does not reach the replica in time answers in
+    doubt and leaves the record unreplicated on the master
+    (`unreplicated_records`); the master copies it again, and once the
+    write has been read it survives the master's loss."""
+    c = sc_cluster
+    form_roster(c, [0, 1, 2])
+    client = c.client()
+    key = ("test", "sc", "in-doubt")
+    put_settled(client, key, {"v": 1})
+    c.wait_stable()
+    master, replica = holders(c, key)
+    assert master != replica, (master, replica)
+    assert c.ns_stats(master)["unreplicated_records"] == "0"
+    c.pause(replica)
+    try:
+        with pytest.raises(ex.AerospikeError) as error:
+            client.put(key, {"v": 2}, policy={"total_timeout": 300, "socket_timeout": 300,
+                                              "max_retries": 0})
+        assert error.value.code == 9 and error.value.in_doubt, error.value
+        assert c.ns_stats(master)["unreplicated_records"] == "1"
+    finally:
+        c.resume(replica)
+    wait_for(lambda: c.ns_stats(master)["unreplicated_records"] == "0",
+             "copied to the replica again", timeout=15)
+    linearize = {"read_mode_sc": aerospike.POLICY_READ_MODE_SC_LINEARIZE}
+    assert get_settled(client, key, policy=linearize)[2] == {"v": 2}
+    # The replica has it: the master's loss loses nothing read.
+    c.kill(master)
+    others = [i for i in range(3) if i != master]
+    c.wait_formed(nodes=others)
+    client = c.client(seed=others[0])
+    assert get_settled(client, key, policy=linearize, timeout=20)[2] == {"v": 2}
+
+
 def recluster_quickly(cluster, nodes, times=3):
     """`recluster:` several times in a row while migrations run: every
     exchange a new map that expects, for many partitions, the same copy

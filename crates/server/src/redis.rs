@@ -60,6 +60,11 @@ impl Records for Backend<'_> {
                     Ok(())
                 }
                 Need::Again => Err("TRYAGAIN the cluster is changing; try again".to_owned()),
+                // (SC) The record goes to its replicas again in the
+                // background first.
+                Need::Rereplicate { .. } => {
+                    Err("TRYAGAIN the record is being copied to its replicas; try again".to_owned())
+                }
                 Need::Proxy { .. } | Need::Resolve { .. } => Err(
                     "CLUSTERDOWN this key is served by another node (Redis Cluster redirection is \
                      not supported yet)"

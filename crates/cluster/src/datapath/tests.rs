@@ -173,6 +173,7 @@ fn replication(to: &[NodeId], guard: Option<GateGuard>, commit_master: bool) -> 
         image: image(1, 3, 500, 10),
         commit_master,
         guard,
+        mark: None,
     })
 }
 
@@ -361,6 +362,138 @@ fn a_write_past_its_deadline_times_out_and_frees_its_gate() {
             .load(SeqCst),
         0
     );
+}
+
+// ---------------------------------------------------------------------
+// Unreplicated records (strong consistency)
+// ---------------------------------------------------------------------
+
+fn stamp(generation: u16, last_update_ms: u64) -> Stamp {
+    Stamp {
+        generation,
+        last_update_ms,
+    }
+}
+
+#[test]
+fn a_record_stays_unreplicated_until_its_latest_writes_copies_are_in() {
+    let gates = Arc::new(Gates::new(1));
+    let pid = usize::from(PID);
+    assert!(!gates.is_unreplicated(0, pid, &digest(1)));
+    let first = gates
+        .mark_unreplicated(0, pid, digest(1), stamp(1, 100))
+        .expect("a gate");
+    let second = gates
+        .mark_unreplicated(0, pid, digest(1), stamp(2, 200))
+        .expect("a gate");
+    gates.mark_unreplicated(0, pid, digest(2), stamp(1, 300));
+    assert_eq!(gates.unreplicated_count(0), 2);
+    assert!(gates.is_unreplicated(0, pid, &digest(1)));
+    // The earlier write's copies arriving last prove nothing of the later.
+    first.replicated();
+    assert!(gates.is_unreplicated(0, pid, &digest(1)));
+    second.replicated();
+    assert!(!gates.is_unreplicated(0, pid, &digest(1)));
+    assert_eq!(gates.unreplicated(0, pid), [digest(2)]);
+    // Copied again: the mark taken before reading the held copy clears it,
+    // unless a write marks it again meanwhile.
+    let again = gates
+        .rereplication_mark(0, pid, &digest(2))
+        .expect("listed");
+    gates.mark_unreplicated(0, pid, digest(2), stamp(2, 400));
+    again.replicated();
+    assert_eq!(gates.unreplicated_count(0), 1);
+    gates
+        .rereplication_mark(0, pid, &digest(2))
+        .expect("listed")
+        .replicated();
+    assert_eq!(gates.unreplicated_count(0), 0);
+    assert!(gates.rereplication_mark(0, pid, &digest(2)).is_none());
+    gates.mark_unreplicated(0, pid, digest(3), stamp(1, 1));
+    gates.forget_unreplicated(0, pid);
+    assert_eq!(gates.unreplicated_count(0), 0);
+}
+
+fn rereplication(gates: &Arc<Gates>, to: &[NodeId], then_run: bool) -> Need {
+    let mut nodes = Nodes::default();
+    for &node in to {
+        nodes.push(node);
+    }
+    Need::Rereplicate {
+        copies: Replication {
+            namespace: 0,
+            pid: PID,
+            cluster_key: KEY,
+            regime: 3,
+            to: nodes,
+            image: image(1, 3, 500, 10),
+            commit_master: false,
+            guard: None,
+            mark: gates.rereplication_mark(0, usize::from(PID), &digest(1)),
+        },
+        then_run,
+    }
+}
+
+#[test]
+fn a_timed_out_write_leaves_its_record_unreplicated_and_the_next_read_copies_it_first() {
+    let gates = Arc::new(Gates::new(1));
+    let store = MemStore::default();
+    let map = routing(KEY, &[A, B], master_route(&[1]));
+    let pid = usize::from(PID);
+    // The write: its copy never acknowledged, it times out (in doubt).
+    let mark = gates.mark_unreplicated(0, pid, digest(1), stamp(3, 500));
+    let Need::Replicate(mut copies) = replication(&[B], None, false) else {
+        unreachable!()
+    };
+    copies.mark = mark;
+    let mut write = new_work(100);
+    write.start(Need::Replicate(copies), 100, &map);
+    outputs(&mut write);
+    write.tick(1100, &map);
+    assert!(outputs(&mut write).contains(&Output::Finish(Finish::Timeout)));
+    assert!(gates.is_unreplicated(0, pid, &digest(1)));
+    // A read of it: the held copy goes to B first, then the read runs.
+    let mut read = new_work(2000);
+    read.start(rereplication(&gates, &[B], true), 2000, &map);
+    assert_eq!(
+        outputs(&mut read),
+        [send(1, B), count(Counter::ReplicaWritesSent, 1)]
+    );
+    read.reply(1, Reply::Answer(&ack(code::OK)), 2001, &store);
+    assert_eq!(outputs(&mut read), [Output::Run { resolved: false }]);
+    assert!(!gates.is_unreplicated(0, pid, &digest(1)));
+    read.ran(Ran::Answered, 2001, &map);
+    assert_eq!(outputs(&mut read), [Output::Finish(Finish::Local)]);
+    assert!(read.is_over());
+}
+
+#[test]
+fn a_rereplication_that_cannot_finish_times_out_and_leaves_the_mark() {
+    let gates = Arc::new(Gates::new(1));
+    let map = routing(KEY, &[A, B], master_route(&[1]));
+    let pid = usize::from(PID);
+    gates.mark_unreplicated(0, pid, digest(1), stamp(3, 500));
+    let mut read = new_work(100);
+    read.start(rereplication(&gates, &[B], true), 100, &map);
+    outputs(&mut read);
+    read.tick(1100, &map);
+    let out = outputs(&mut read);
+    assert_eq!(
+        out.last(),
+        Some(&Output::Finish(Finish::Timeout)),
+        "{out:?}"
+    );
+    assert!(!out.contains(&Output::Run { resolved: false }));
+    assert!(gates.is_unreplicated(0, pid, &digest(1)));
+    // In the background (no request to run): answered once the copy is in.
+    let store = MemStore::default();
+    let mut background = new_work(2000);
+    background.start(rereplication(&gates, &[B], false), 2000, &map);
+    outputs(&mut background);
+    background.reply(1, Reply::Answer(&ack(code::OK)), 2001, &store);
+    assert_eq!(outputs(&mut background), [Output::Finish(Finish::Local)]);
+    assert!(!gates.is_unreplicated(0, pid, &digest(1)));
 }
 
 #[test]

@@ -104,6 +104,7 @@ async fn run(node: Arc<Node>, mut commands: mpsc::UnboundedReceiver<Command>) {
                     }
                     Command::Drop { namespace, pid } => {
                         Records(&node.store).drop_partition(namespace, pid);
+                        node.cluster.gates.forget_unreplicated(namespace, usize::from(pid));
                     }
                     Command::Bulk { stream, leftover, peer } => {
                         tokio::task::spawn_local(serve_bulk_connection(
