@@ -4,7 +4,7 @@
 # Needs Rust (cargo with rustfmt + clippy), Go, Python 3.11, Node.js (npm), Java 17
 # and Maven on PATH.
 # Sections: cargo fmt --check, clippy -D warnings, release build, cargo tests,
-# Go tools smoke test, the Go client's own test suite, the Go and Java
+# Go tools smoke test, the Go client's own test suite (on an open and on a secured node), the Go and Java
 # clients against a 3-node cluster, Python client suite (official `aerospike` 19.x in
 # .venv). The build is fail-fast (everything else needs the binary); the other
 # sections all run and the script exits non-zero at the end if any failed.
@@ -114,6 +114,15 @@ fi
 stage "Go tools smoke test (tests/go/smoke.sh)" ./tests/go/smoke.sh
 
 stage "Go client test suite (tests/go/suite.sh)" ./tests/go/suite.sh
+
+# The same suite against a secured node, logging in as admin/admin: all of
+# its security specs, and a subset of data specs through logged-in
+# connections (the whole secured run, about 8 minutes:
+# GO_SUITE_SECURITY=1 tests/go/suite.sh).
+stage "Go client suite on a secured node (security specs and a data subset)" \
+    env GO_SUITE_SECURITY=1 \
+    GO_SUITE_FOCUS='^Aerospike Client Library Suite (Security tests|Scan operations|Query operations|Truncate operations test|Aerospike Error Tests) ' \
+    ./tests/go/suite.sh
 
 # The Go and Java clients against a 3-node, RF 2 cluster from one seed
 # (tests/python/with_cluster.py starts it; the Rust client's counterpart is

@@ -17,6 +17,14 @@
 #   AS_GO_CLIENT_VERSION   client module version (default v8.5.0)
 #   GO_SUITE_FOCUS         a Ginkgo focus regex, to run part of the suite
 #   GO_SUITE_REPORT        where to keep the JSON report (default: a temp dir)
+#   GO_SUITE_SECURITY      1: a secured node (`security { enable-quotas true }`,
+#                          edition "Bolide Enterprise Edition (access control)"),
+#                          the suite logging in as admin/admin (`-U admin -P
+#                          admin`, as its authors run it against a secured
+#                          Aerospike) after admin is granted every role but
+#                          its own (as the reference's §6.4 sets up); the
+#                          suite's "Security tests" specs then run and must
+#                          all pass (none may skip itself)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -25,6 +33,8 @@ cd "$ROOT"
 VERSION="${AS_GO_CLIENT_VERSION:-v8.5.0}"
 MODULE="github.com/aerospike/aerospike-client-go/v8"
 BOLIDED_BIN="${BOLIDED_BIN:-$ROOT/target/release/bolided}"
+BOLIDE_BIN="${BOLIDE_BIN:-$ROOT/target/release/bolide}"
+SECURITY="${GO_SUITE_SECURITY:-0}"
 SUITE_DIR="$ROOT/.cache/go-client-suite/$VERSION"
 
 log() { printf '[go-suite] %s\n' "$*"; }
@@ -34,8 +44,19 @@ fail() { printf '[go-suite] FAIL: %s\n' "$*" >&2; exit 1; }
 # containers' texts and its own, joined by spaces, as Ginkgo prints it),
 # " :: ", the reason. Remove a line when its spec passes.
 SKIPPED="$(cat <<'LIST'
+Security tests Users Must Query all users :: its AfterEach drops test_user, which this spec never creates (the spec before it dropped it); a node answers 60 (invalid user) to dropping an unknown user, as Aerospike does (the PHP client's testDropUserNonExistentUser expects ERR_INVALID_USER), so this spec fails against Aerospike EE as well; its own body (nine users created, QueryUsers, dropped) passes on Bolide
 LIST
 )"
+
+# Specs that cannot pass on a secured node whatever the server does (same
+# form), skipped only with GO_SUITE_SECURITY=1.
+SECURED_SKIPPED="$(cat <<'LIST'
+Aerospike Node Tests Node circuit breaker When Circuit Breaker is Used should disable circuit breaker when MaxErrorRate is 0 :: it makes its own client without the suite's -U/-P, so a secured node refuses it (80, not authenticated), as a secured Aerospike would
+LIST
+)"
+if [[ $SECURITY == 1 ]]; then
+    SKIPPED="$SKIPPED"$'\n'"$SECURED_SKIPPED"
+fi
 
 # ---------------------------------------------------------------- module
 if [[ ! -f "$SUITE_DIR/.complete" ]]; then
@@ -129,6 +150,10 @@ namespace test {
     }
 }
 CONF
+if [[ $SECURITY == 1 ]]; then
+    [[ -x "$BOLIDE_BIN" ]] || fail "bolide (the CLI) not found at $BOLIDE_BIN"
+    printf 'security {\n    enable-quotas true\n}\n' >>"$WORK/bolide.conf"
+fi
 
 "$BOLIDED_BIN" --config "$WORK/bolide.conf" >"$WORK/bolided.log" 2>&1 &
 SERVER_PID=$!
@@ -138,23 +163,53 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 log "bolided pid $SERVER_PID on 127.0.0.1:$PORT"
+if [[ $SECURITY == 1 ]]; then
+    # A fresh secured node's admin holds only user-admin; the data specs
+    # need the rest.
+    "$BOLIDE_BIN" -h 127.0.0.1 -p "$PORT" -U admin -P admin acl grant-roles admin \
+        sys-admin data-admin read-write-udf sindex-admin udf-admin truncate \
+        || fail "granting admin its roles"
+    log "secured node; the suite logs in as admin"
+fi
 
 # ---------------------------------------------------------------- run
 args=(-h 127.0.0.1 -p "$PORT" -ginkgo.json-report="$REPORT" -ginkgo.timeout=40m)
+[[ $SECURITY == 1 ]] && args+=(-U admin -P admin)
 [[ -n "$SKIP_REGEX" ]] && args+=(-ginkgo.skip="$SKIP_REGEX")
 [[ -n "${GO_SUITE_FOCUS:-}" ]] && args+=(-ginkgo.focus="$GO_SUITE_FOCUS")
-log "go test in $SUITE_DIR ($(grep -c . <<<"$SKIPPED" || true) specs in SKIPPED)"
+RUN_DIR="$SUITE_DIR"
+if [[ $SECURITY == 1 ]]; then
+    # v8.5.0's isEnterpriseEdition() asks a node of 8.1 or later for
+    # `release` but reads the answer under the key `edition`, which is then
+    # always empty: its security specs skip themselves against every 8.1+
+    # server, Aerospike's EE included. A copy of the suite gets that one
+    # line mended (the value of `release` holds `edition=...`); the specs
+    # themselves run unchanged. The cached module stays as fetched.
+    RUN_DIR="$WORK/suite"
+    cp -r "$SUITE_DIR" "$RUN_DIR"
+    chmod -R u+w "$RUN_DIR"
+    python3 - "$RUN_DIR/aerospike_suite_test.go" <<'PY' || fail "cannot mend isEnterpriseEdition in the suite copy"
+import sys
+path = sys.argv[1]
+text = open(path).read()
+old = 'return strings.Contains(infoMap["edition"], "Enterprise")'
+if text.count(old) != 1:
+    sys.exit("isEnterpriseEdition's edition check not found")
+open(path, "w").write(text.replace(old, 'return strings.Contains(infoMap["edition"]+infoMap["release"], "Enterprise")'))
+PY
+fi
+log "go test in $RUN_DIR ($(grep -c . <<<"$SKIPPED" || true) specs in SKIPPED)"
 rc=0
-(cd "$SUITE_DIR" && GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
+(cd "$RUN_DIR" && GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
     timeout 2700 go test -count=1 -timeout 45m . -args "${args[@]}") >"$WORK/go-test.log" 2>&1 || rc=$?
 grep -vE '^\s*$' "$WORK/go-test.log" | tail -n 60
 kill -0 "$SERVER_PID" 2>/dev/null || fail "bolided died during the suite"
 [[ -s "$REPORT" ]] || fail "go test wrote no report (exit $rc)"
 
 # ---------------------------------------------------------------- verdict
-python3 - "$REPORT" "$SKIPPED" "${GO_SUITE_FOCUS:-}" <<'PY'
+python3 - "$REPORT" "$SKIPPED" "${GO_SUITE_FOCUS:-}" "$SECURITY" <<'PY'
 import json, sys
-report, skipped_text, focus = sys.argv[1], sys.argv[2], sys.argv[3]
+report, skipped_text, focus, security = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 listed = {}
 for line in skipped_text.splitlines():
     if line.strip():
@@ -179,6 +234,19 @@ names = {text(s) for s in specs}
 stale = [spec for spec in listed if spec not in names] if not focus else []
 for spec in stale:
     print(f"  STALE SKIPPED ENTRY (no such spec): {spec}")
+# On a secured node the security specs must run: one that skips itself
+# means the suite did not see an Enterprise edition with QueryRoles working.
+security_specs = [s for s in specs if text(s).startswith("Security tests ")]
+if security:
+    for s in security_specs:
+        if s["State"] != "passed" and text(s) not in listed:
+            failed.append((s["State"], text(s), "a security spec did not pass on a secured node"))
+            print(f"  NOT PASSED ON A SECURED NODE ({s['State']}): {text(s)}")
+    if not security_specs:
+        failed.append(("missing", "Security tests", "no security spec ran"))
+        print("  NO SECURITY SPEC RAN")
+    print(f"security specs: {sum(s['State'] == 'passed' for s in security_specs)} passed "
+          f"of {len(security_specs)}")
 print("go client suite: " + ", ".join(f"{n} {state}" for state, n in sorted(counts.items())))
 print(f"{counts.get('passed', 0)} passed, {len(failed)} failed, "
       f"{counts.get('skipped', 0) + ours} skipped ({ours} listed in tests/go/suite.sh)")

@@ -26,4 +26,4 @@ MVN=(mvn -B -ntp -f "$ROOT/tests/java/pom.xml")
 # cluster's run.
 timeout 900 "${MVN[@]}" -q test-compile
 exec python3 tests/python/with_cluster.py --nodes 3 --timeout 300 -- \
-    "${MVN[@]}" test
+    "${MVN[@]}" test -Dtest=ThreeNodeClusterTest

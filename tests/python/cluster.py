@@ -59,6 +59,7 @@ class Node:
         self.config_path = self.dir / "bolide.conf"
         self.proc: Optional[subprocess.Popen] = None
         self.seed_heartbeat = seed_heartbeat
+        self.redis_port: Optional[int] = None
         self._log = None
 
     def alive(self) -> bool:
@@ -84,7 +85,10 @@ class LocalCluster:
         hosts: Optional[List[str]] = None,
         http: bool = False,
         storage_extra: Optional[Dict[str, str]] = None,
+        redis: bool = False,
     ):
+        # Each node also serves the Redis protocol on its redis_port.
+        self.redis = redis
         # More directives of the storage-engine device block.
         self.storage_extra = storage_extra or {}
         self.binary = Path(binary) if binary else bolided_path()
@@ -161,6 +165,15 @@ class LocalCluster:
             f"        port {node.info_port}",
             "    }",
         ]
+        if self.redis:
+            if node.redis_port is None:
+                (node.redis_port,) = free_ports(1)
+            lines += [
+                "    redis {",
+                f"        address {node.host}",
+                f"        port {node.redis_port}",
+                "    }",
+            ]
         if self.http:
             lines += [
                 "    http {",

@@ -553,27 +553,49 @@ def test_multi_exec_watch(server, r):
 
 # ---- the same records through the Aerospike client --------------------------
 
+def aerospike_key(set_name: str, key: str):
+    """The Aerospike key of Redis key `key`: the digest the client computes
+    for the string key, with its partition bits set to the partition of the
+    key's Redis Cluster slot (slot >> 2), as docs/redis.md describes."""
+    import aerospike
+    from redis.crc import key_slot
+
+    digest = bytearray(aerospike.calc_digest("test", set_name, key))
+    pid = key_slot(key.encode()) >> 2
+    digest[0] = pid & 0xFF
+    digest[1] = (digest[1] & 0xF0) | (pid >> 8)
+    return ("test", set_name, None, digest)
+
+
 def test_cross_protocol_hash_and_string(server, r):
     client = server.client()
     r.hset("user:7", mapping={"name": "Ada", "visits": "3"})
-    _, meta, bins = client.get(("test", "redis0", "user:7"))
+    # The plain client digest is another partition: not found there.
+    _, meta = client.exists(("test", "redis0", "user:7"))
+    assert meta is None
+    key, meta, bins = client.get(aerospike_key("redis0", "user:7"))
     assert bins == {"hash": {"name": "Ada", "visits": "3"}}
     assert meta["gen"] >= 1
     r.set("greeting", "hello")
-    _, _, bins = client.get(("test", "redis0", "greeting"))
+    _, _, bins = client.get(aerospike_key("redis0", "greeting"))
     assert bins == {"str": bytearray(b"hello")}
+    # A scan of the set sees the Redis keys with their user keys.
+    found = {}
+    for (ns, set_name, user_key, _), _, bins in client.scan("test", "redis0").results():
+        found[user_key] = bins
+    assert found["greeting"] == {"str": bytearray(b"hello")}
     # The reverse: records the Aerospike client writes, read over RESP.
-    client.put(("test", "redis0", "profile"), {"hash": {"city": "Paris", "age": 36}})
+    client.put(aerospike_key("redis0", "profile"), {"hash": {"city": "Paris", "age": 36}})
     assert r.hgetall("profile") == {b"city": b"Paris", b"age": b"36"}
     assert r.type("profile") == b"hash"
-    client.put(("test", "redis0", "tags"), {"list": ["a", "b"]})
+    client.put(aerospike_key("redis0", "tags"), {"list": ["a", "b"]})
     assert r.lrange("tags", 0, -1) == [b"a", b"b"]
-    client.put(("test", "redis0", "blob"), {"str": bytearray(b"\x00\x01")})
+    client.put(aerospike_key("redis0", "blob"), {"str": bytearray(b"\x00\x01")})
     assert r.get("blob") == b"\x00\x01"
     r1 = redis.Redis(port=server.redis_port, db=3)
     try:
         r1.sadd("members", "x")
-        _, _, bins = client.get(("test", "redis3", "members"))
+        _, _, bins = client.get(aerospike_key("redis3", "members"))
         assert bins == {"set": {"x": None}}
     finally:
         r1.close()
@@ -753,3 +775,278 @@ def test_publish_subscribe(server, r):
         exchange(s, cmd("SET", "k", "v"), b"+OK\r\n")  # RESP3 subscribers run any command
         assert r.publish("c", "x") == 1
         exchange(s, b"", b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n")
+
+
+# ---- the per-key turn of read-modify-writes ---------------------------------
+
+def test_incr_from_two_service_threads_is_exact():
+    """Two redis-py connections INCR one key as fast as they can. The node
+    runs two service threads and deals accepted Redis connections to them
+    in turn, so two connections opened one after the other run on
+    different threads: their read-modify-writes of the key take turns
+    (crates/redis/src/keyspace.rs `update`). Every INCR must succeed (no
+    TRYAGAIN after too many generation conflicts), the values the two
+    threads see must be distinct and together exactly 1..N, and the final
+    count exact."""
+    (redis_port,) = free_ports(1)
+    srv = BolideServer()
+    srv.config_text = srv.config_text.replace(
+        "network {\n", f"network {{\n    redis {{\n        port {redis_port}\n    }}\n", 1
+    ).replace("service {\n", "service {\n    service-threads 2\n", 1)
+    assert "service-threads 2" in srv.config_text
+    per_thread = 3000
+    with srv:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", redis_port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        # Two connections opened back to back: one per service thread.
+        clients = [redis.Redis(port=redis_port, protocol=2, single_connection_client=True)
+                   for _ in range(2)]
+        ids = [c.client_id() for c in clients]
+        assert ids[1] == ids[0] + 1, "no other connection came between them"
+        seen: list[list[int]] = [[], []]
+        errors: list[BaseException] = []
+        start = threading.Barrier(2)
+
+        def hammer(index: int) -> None:
+            try:
+                start.wait()
+                for _ in range(per_thread):
+                    seen[index].append(clients[index].incr("counter"))
+            except BaseException as error:  # noqa: BLE001  (reported below)
+                errors.append(error)
+
+        threads = [threading.Thread(target=hammer, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not any(t.is_alive() for t in threads)
+        assert errors == []
+        assert int(clients[0].get("counter")) == 2 * per_thread
+        both = seen[0] + seen[1]
+        assert sorted(both) == list(range(1, 2 * per_thread + 1))
+        # They really interleaved: each thread saw values from all over.
+        assert min(seen[0]) < per_thread and max(seen[0]) > per_thread
+        assert min(seen[1]) < per_thread and max(seen[1]) > per_thread
+        for c in clients:
+            c.close()
+
+
+# ---- LPOS, LMPOP, BLMOVE/BLMPOP, BZPOPMIN/MAX, zset algebra, COPY, OBJECT, BITFIELD
+
+def test_lpos(r):
+    r.delete("mylist")  # redis-benchmark, earlier in this file, leaves its own "mylist"
+    r.rpush("mylist", "a", "b", "c", "1", "2", "3", "c", "c")
+    ex = r.execute_command
+    assert ex("LPOS", "mylist", "c") == 2
+    assert ex("LPOS", "mylist", "c", "RANK", "2") == 6
+    assert ex("LPOS", "mylist", "c", "RANK", "-1") == 7
+    assert ex("LPOS", "mylist", "c", "COUNT", "2") == [2, 6]
+    assert ex("LPOS", "mylist", "c", "COUNT", "0") == [2, 6, 7]
+    assert ex("LPOS", "mylist", "c", "RANK", "-1", "COUNT", "2") == [7, 6]
+    assert ex("LPOS", "mylist", "c", "MAXLEN", "1") is None
+    assert ex("LPOS", "mylist", "c", "COUNT", "0", "MAXLEN", "7") == [2, 6]
+    assert ex("LPOS", "mylist", "x") is None
+    assert ex("LPOS", "nolist", "x") is None
+    assert ex("LPOS", "nolist", "x", "COUNT", "0") == []
+    with pytest.raises(redis.ResponseError, match=r"^RANK can't be zero: use 1 to start from the "
+                       r"first match, 2 from the second \.\.\. or use negative to start from the "
+                       r"end of the list$"):
+        ex("LPOS", "mylist", "c", "RANK", "0")
+    with pytest.raises(redis.ResponseError, match="^COUNT can't be negative$"):
+        ex("LPOS", "mylist", "c", "COUNT", "-1")
+    with pytest.raises(redis.ResponseError, match="^MAXLEN can't be negative$"):
+        ex("LPOS", "mylist", "c", "MAXLEN", "-1")
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        ex("LPOS", "mylist", "c", "FOO", "1")
+    r.set("str", "x")
+    with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
+        ex("LPOS", "str", "x")
+
+
+def test_lmpop_blmpop_blmove(server, r):
+    ex = r.execute_command
+    r.rpush("l1", "a", "b", "c")
+    assert ex("LMPOP", "2", "none", "l1", "LEFT", "COUNT", "2") == [b"l1", [b"a", b"b"]]
+    assert ex("LMPOP", "1", "l1", "RIGHT", "COUNT", "5") == [b"l1", [b"c"]]
+    assert r.exists("l1") == 0, "the emptied list is deleted"
+    assert ex("LMPOP", "1", "l1", "LEFT") is None
+    with pytest.raises(redis.ResponseError, match="^numkeys should be greater than 0$"):
+        ex("LMPOP", "0", "l1", "LEFT")
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        ex("LMPOP", "1", "l1", "MIDDLE")
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        ex("LMPOP", "5", "l1", "LEFT")
+    with pytest.raises(redis.ResponseError, match="^count should be greater than 0$"):
+        ex("LMPOP", "1", "l1", "LEFT", "COUNT", "0")
+    # Blocking forms time out with Redis's nulls...
+    started = time.monotonic()
+    assert ex("BLMPOP", "0.2", "1", "l1", "LEFT") is None
+    assert ex("BLMOVE", "l1", "l2", "LEFT", "RIGHT", "0.2") is None
+    assert time.monotonic() - started >= 0.35
+    assert raw(server, cmd("BLMOVE", "l1", "l2", "LEFT", "RIGHT", "0.1"), 5) == b"$-1\r\n"
+    assert raw(server, cmd("BLMPOP", "0.1", "1", "l1", "LEFT"), 5) == b"*-1\r\n"
+    # ...and wake when another connection pushes.
+    def push_later():
+        time.sleep(0.3)
+        with redis.Redis(port=server.redis_port) as other:
+            other.rpush("l1", "x", "y")
+    threading.Thread(target=push_later).start()
+    assert ex("BLMOVE", "l1", "l2", "LEFT", "RIGHT", "5") == b"x"
+    assert ex("BLMPOP", "5", "2", "l0", "l1", "RIGHT", "COUNT", "3") == [b"l1", [b"y"]]
+    assert r.lrange("l2", 0, -1) == [b"x"]
+    with pytest.raises(redis.ResponseError, match="^timeout is negative$"):
+        ex("BLMOVE", "l1", "l2", "LEFT", "RIGHT", "-1")
+
+
+def test_bzpopmin_bzpopmax(server, r):
+    r.zadd("z", {"a": 1, "b": 2, "c": 3})
+    assert r.bzpopmin(["none", "z"], 1) == (b"z", b"a", 1.0)
+    assert r.bzpopmax("z", 1) == (b"z", b"c", 3.0)
+    assert raw(server, cmd("BZPOPMIN", "z", "1"), 25) == b"*3\r\n$1\r\nz\r\n$1\r\nb\r\n$1\r\n2\r\n"
+    assert r.exists("z") == 0
+    started = time.monotonic()
+    assert r.bzpopmin("z", 0.2) is None
+    assert time.monotonic() - started >= 0.15
+    r3 = redis.Redis(port=server.redis_port, protocol=3)
+    r3.zadd("z3", {"m": 1.5})
+    assert r3.bzpopmax("z3", 1) == [b"z3", b"m", 1.5]
+    r3.close()
+    r.set("s", "x")
+    with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
+        r.bzpopmin("s", 1)
+
+
+def test_zunion_zinter_zdiff_and_store(r):
+    ex = r.execute_command
+    r.zadd("z1", {"a": 1, "b": 2})
+    r.zadd("z2", {"b": 2, "c": 3})
+    r.sadd("s", "b")
+    assert r.zunion(["z1", "z2"], withscores=True) == [(b"a", 1.0), (b"c", 3.0), (b"b", 4.0)]
+    assert r.zinter(["z1", "z2"], withscores=True) == [(b"b", 4.0)]
+    assert ex("ZINTER", "2", "z1", "z2", "WEIGHTS", "2", "3", "AGGREGATE", "MAX",
+              "WITHSCORES") == [b"b", b"6"]
+    assert ex("ZUNION", "2", "z1", "z2", "AGGREGATE", "MIN") == [b"a", b"b", b"c"]
+    assert r.zdiff(["z1", "z2"]) == [b"a"]
+    # redis-py leaves ZDIFF's RESP2 reply flat, as Redis sends it.
+    assert r.zdiff(["z1", "nothing"], withscores=True) == [b"a", b"1", b"b", b"2"]
+    # A plain set counts its members with score 1.
+    assert r.zinter(["z1", "s"], withscores=True) == [(b"b", 3.0)]
+    assert r.zunionstore("u", ["z1", "z2"]) == 3
+    assert r.zrange("u", 0, -1, withscores=True) == [(b"a", 1.0), (b"c", 3.0), (b"b", 4.0)]
+    assert r.zinterstore("i", {"z1": 10, "z2": 1}) == 1 and r.zscore("i", "b") == 22.0
+    assert r.zdiffstore("d", ["z1", "z2"]) == 1 and r.zrange("d", 0, -1) == [b"a"]
+    assert r.zinterstore("d", ["z1", "nothing"]) == 0 and r.exists("d") == 0
+    with pytest.raises(redis.ResponseError,
+                       match="^at least 1 input key is needed for 'zunion' command$"):
+        ex("ZUNION", "0", "z1")
+    with pytest.raises(redis.ResponseError,
+                       match="^at least 1 input key is needed for 'zunionstore' command$"):
+        ex("ZUNIONSTORE", "d", "0", "z1")
+    with pytest.raises(redis.ResponseError, match="^weight value is not a float$"):
+        ex("ZUNION", "2", "z1", "z2", "WEIGHTS", "1", "x")
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        ex("ZUNIONSTORE", "d", "1", "z1", "WITHSCORES")
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        ex("ZDIFF", "1", "z1", "WEIGHTS", "2")
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        ex("ZUNION", "3", "z1", "z2")
+    r.set("str", "x")
+    with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
+        r.zunion(["z1", "str"])
+
+
+def test_zrangestore(r):
+    r.zadd("src", {"a": 1, "b": 2, "c": 3, "d": 4})
+    assert r.zrangestore("dst", "src", 1, 2) == 2
+    assert r.zrange("dst", 0, -1, withscores=True) == [(b"b", 2.0), (b"c", 3.0)]
+    assert r.execute_command("ZRANGESTORE", "dst", "src", "(1", "+inf", "BYSCORE",
+                             "LIMIT", "0", "2") == 2
+    assert r.zrange("dst", 0, -1) == [b"b", b"c"]
+    assert r.execute_command("ZRANGESTORE", "dst", "src", "4", "1", "BYSCORE", "REV") == 4
+    assert r.execute_command("ZRANGESTORE", "dst", "src", "[b", "[c", "BYLEX") == 2
+    assert r.zrangestore("dst", "src", 10, 20) == 0 and r.exists("dst") == 0
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        r.execute_command("ZRANGESTORE", "dst", "src", "0", "-1", "WITHSCORES")
+
+
+def test_copy(r):
+    r.set("a", "1", px=100000)
+    assert r.copy("a", "b") is True and r.get("b") == b"1"
+    assert 0 < r.pttl("b") <= 100000, "the TTL is copied"
+    r.set("a", "2")
+    assert r.copy("a", "b") is False and r.get("b") == b"1"
+    assert r.copy("a", "b", replace=True) is True and r.get("b") == b"2"
+    assert r.copy("missing", "b") is False
+    r.hset("h", mapping={"f": "v"})
+    assert r.copy("h", "h2") is True and r.hgetall("h2") == {b"f": b"v"}
+    assert r.copy("a", "a", destination_db=1) is True
+    r1 = redis.Redis(port=r.connection_pool.connection_kwargs["port"], db=1)
+    assert r1.get("a") == b"2"
+    r1.close()
+    with pytest.raises(redis.ResponseError, match="^source and destination objects are the same$"):
+        r.copy("a", "a")
+    with pytest.raises(redis.ResponseError, match="^DB index is out of range$"):
+        r.copy("a", "z", destination_db=99)
+
+
+def test_object_encoding(r):
+    enc = lambda key: r.object("encoding", key)  # noqa: E731
+    r.set("n", "123")
+    r.set("lead", "0123")
+    r.set("s", "hello")
+    r.set("long", "x" * 50)
+    r.rpush("l", "a")
+    r.sadd("ints", "1", "2")
+    r.sadd("words", "a")
+    r.hset("h", "f", "v")
+    r.hset("bigh", "f", "v" * 100)
+    r.zadd("z", {"a": 1})
+    assert [enc(k) for k in ["n", "lead", "s", "long", "l", "ints", "words", "h", "bigh", "z"]] == [
+        b"int", b"embstr", b"embstr", b"raw", b"quicklist", b"intset", b"hashtable", b"listpack",
+        b"hashtable", b"listpack"]
+    assert enc("missing") is None
+    assert r.object("refcount", "n") == 1
+    with pytest.raises(redis.ResponseError, match=r"^unknown subcommand 'FOO'\. Try OBJECT HELP\.$"):
+        r.execute_command("OBJECT", "FOO", "n")
+
+
+def test_bitfield(server, r):
+    ex = r.execute_command
+    # The examples of Redis's BITFIELD documentation.
+    assert ex("BITFIELD", "mykey", "INCRBY", "i5", "100", "1", "GET", "u4", "0") == [1, 0]
+    for expected in ([1, 1], [2, 2], [3, 3], [0, 3]):
+        assert ex("BITFIELD", "ov", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT",
+                  "INCRBY", "u2", "102", "1") == expected
+    results = [ex("BITFIELD", "fail", "OVERFLOW", "FAIL", "INCRBY", "u2", "102", "1")
+               for _ in range(4)]
+    assert results == [[1], [2], [3], [None]]
+    assert ex("BITFIELD", "bf", "SET", "i8", "0", "-100", "GET", "i8", "0", "GET", "u8", "0") == \
+        [0, -100, 156]
+    assert ex("BITFIELD", "bf", "SET", "u8", "#1", "255", "GET", "u16", "0") == [0, 0x9CFF]
+    assert r.get("bf") == b"\x9c\xff"
+    assert ex("BITFIELD", "bf", "OVERFLOW", "WRAP", "INCRBY", "i8", "0", "-100") == [56]
+    assert ex("BITFIELD_RO", "bf", "GET", "u8", "8") == [255]
+    assert ex("BITFIELD", "nokey", "GET", "i64", "0") == [0]
+    assert r.exists("nokey") == 0
+    with pytest.raises(redis.ResponseError, match=r"^Invalid bitfield type\. Use something like "
+                       r"i16 u8\. Note that u64 is not supported but i64 is\.$"):
+        ex("BITFIELD", "bf", "GET", "u64", "0")
+    with pytest.raises(redis.ResponseError, match="^bit offset is not an integer or out of range$"):
+        ex("BITFIELD", "bf", "GET", "u8", "-1")
+    with pytest.raises(redis.ResponseError, match="^Invalid OVERFLOW type specified$"):
+        ex("BITFIELD", "bf", "OVERFLOW", "MAYBE")
+    with pytest.raises(redis.ResponseError, match="^BITFIELD_RO only supports the GET subcommand$"):
+        ex("BITFIELD_RO", "bf", "SET", "u8", "0", "1")
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        ex("BITFIELD", "bf", "PUT", "u8", "0", "1")
+    r.rpush("lst", "a")
+    with pytest.raises(redis.ResponseError, match="^WRONGTYPE"):
+        ex("BITFIELD", "lst", "GET", "u8", "0")

@@ -375,13 +375,3 @@ def test_the_audit_trail_reports_what_its_settings_name():
                     and "user=ivan" in text and "result=81" in text
                     and "sys-admin user=ivan" in text and "action=truncate" in text)
         assert wait_until(logged, timeout=5), srv.log_text()[-3000:]
-
-
-def test_a_secured_node_refuses_to_open_the_redis_port():
-    from bolide_server import free_ports, run_config_check
-    (redis_port,) = free_ports(1)
-    text = secured_config().replace("{work_directory}", "/tmp").replace(
-        "network {{\n", f"network {{{{\n    redis {{{{\n        port {redis_port}\n    }}}}\n", 1)
-    rc, err, _ = run_config_check(text, timeout=10)
-    assert rc not in (0, None), err
-    assert "does not serve the Redis protocol" in err, err

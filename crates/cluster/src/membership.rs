@@ -64,6 +64,7 @@ pub struct Identity {
     pub heartbeat: Endpoint,
     pub fabric: Endpoint,
     pub service: Vec<Endpoint>,
+    pub redis: Vec<Endpoint>,
     pub seeds: Vec<Endpoint>,
     pub namespaces: Vec<NamespaceSummary>,
     pub min_cluster_size: usize,
@@ -216,6 +217,7 @@ impl Membership {
             heartbeat: self.identity.heartbeat.clone(),
             fabric: self.identity.fabric.clone(),
             service: self.identity.service.clone(),
+            redis: self.identity.redis.clone(),
             adjacency: self
                 .alive(now_ms)
                 .map(|(&node, peer)| (node, peer.pulse.heartbeat.clone()))
@@ -933,6 +935,7 @@ mod tests {
             heartbeat: endpoint(3002),
             fabric: endpoint(3001),
             service: vec![endpoint(3000)],
+            redis: Vec::new(),
             seeds: vec![endpoint(4002)],
             namespaces: namespaces(),
             min_cluster_size: 1,
@@ -948,6 +951,7 @@ mod tests {
             heartbeat,
             fabric: endpoint(1),
             service: Vec::new(),
+            redis: Vec::new(),
             adjacency: Vec::new(),
             cluster_key: 0,
             succession: Vec::new(),

@@ -48,6 +48,10 @@ pub struct Pulse {
     pub fabric: Endpoint,
     /// Addresses clients use (service port), for `peers-clear-std`.
     pub service: Vec<Endpoint>,
+    /// Where the node serves the Redis protocol (empty: no RESP port), for
+    /// Redis Cluster's `CLUSTER SLOTS` and `MOVED`. Sent last and read only
+    /// when present, so pulses of nodes that predate it still decode.
+    pub redis: Vec<Endpoint>,
     /// The nodes this node hears, with their heartbeat endpoints.
     pub adjacency: Vec<(NodeId, Endpoint)>,
     /// The committed cluster: 0 and empty while orphan.
@@ -336,6 +340,7 @@ fn write_pulse(w: &mut Writer<'_>, pulse: &Pulse) {
         w.u8(ns.replication_factor);
     });
     w.u64(pulse.clock_ms);
+    w.list(&pulse.redis, write_endpoint);
 }
 
 /// Most service endpoints a pulse may list.
@@ -367,8 +372,14 @@ fn read_pulse(r: &mut Reader<'_>) -> Result<Pulse, CodecError> {
             })
         })?,
         clock_ms: r.u64()?,
+        redis: Vec::new(),
     };
+    let mut pulse = pulse;
+    if r.remaining() > 0 {
+        pulse.redis = r.list(6, read_endpoint)?;
+    }
     if pulse.service.len() > SERVICE_ENDPOINTS_MAX
+        || pulse.redis.len() > SERVICE_ENDPOINTS_MAX
         || pulse.adjacency.len() > ADJACENCY_MAX
         || pulse.namespaces.len() > NAMESPACES_MAX
     {
@@ -491,6 +502,7 @@ mod tests {
                 heartbeat: endpoint(3002),
                 fabric: endpoint(3001),
                 service: vec![endpoint(3000)],
+                redis: vec![endpoint(6379)],
                 adjacency: vec![(0xA, endpoint(4002))],
                 cluster_key: 0x1234,
                 succession: vec![0xB, 0xA],
@@ -567,7 +579,25 @@ mod tests {
             envelope.encode(&mut out);
             let (header, body, _) = codec::split_frame(&out).expect("valid").expect("whole");
             for cut in 0..body.len() {
-                assert!(Envelope::decode(header.kind, &body[..cut]).is_err() || cut == body.len());
+                match Envelope::decode(header.kind, &body[..cut]) {
+                    Err(_) => {}
+                    // A pulse cut before its optional RESP endpoints is a
+                    // pulse of a node that predates them.
+                    Ok(Envelope {
+                        message: Message::Pulse(cut_pulse),
+                        ..
+                    }) => match &envelope.message {
+                        Message::Pulse(pulse) => assert_eq!(
+                            cut_pulse,
+                            Pulse {
+                                redis: Vec::new(),
+                                ..pulse.clone()
+                            }
+                        ),
+                        _ => panic!("a cut body decoded as another message"),
+                    },
+                    Ok(other) => panic!("a cut body decoded: {other:?}"),
+                }
             }
             let mut longer = body.to_vec();
             longer.push(0);

@@ -78,6 +78,8 @@ pub struct Config {
     pub fabric: Endpoint,
     /// Addresses clients reach this node at.
     pub service: Vec<Endpoint>,
+    /// Where this node serves the Redis protocol (empty: nowhere).
+    pub redis: Vec<Endpoint>,
     pub seeds: Vec<Endpoint>,
     pub heartbeat_interval_ms: u64,
     pub heartbeat_timeout: u64,
@@ -154,6 +156,8 @@ pub struct PeerInfo {
     pub node: NodeId,
     pub service: Vec<Endpoint>,
     pub fabric: Endpoint,
+    /// Where the peer serves the Redis protocol (empty: nowhere).
+    pub redis: Vec<Endpoint>,
 }
 
 /// Per-namespace migration figures.
@@ -258,6 +262,7 @@ impl ClusterNode {
             heartbeat: config.heartbeat.clone(),
             fabric: config.fabric.clone(),
             service: config.service.clone(),
+            redis: config.redis.clone(),
             seeds: config.seeds.clone(),
             namespaces: config
                 .namespaces
@@ -1058,6 +1063,7 @@ impl ClusterNode {
                     node: *node,
                     service: peer.pulse.service.clone(),
                     fabric: peer.pulse.fabric.clone(),
+                    redis: peer.pulse.redis.clone(),
                 })
             })
             .collect();

@@ -358,6 +358,7 @@ impl NamespaceState {
                 claims: vec![[0u8; BITMAP_BYTES]; self.plan.as_ref().map_or(1, |p| p.n_replicas)],
                 strong_consistency: false,
                 regime: 0,
+                order: Vec::new(),
             };
         };
         let n = plan.n_replicas;
@@ -444,6 +445,11 @@ impl NamespaceState {
                 }
             }
         }
+        let mut order = Vec::with_capacity(PARTITION_COUNT * n);
+        for part in &plan.partitions {
+            let first = part.order.iter().take(n).copied();
+            order.extend(first.chain(std::iter::repeat(u8::MAX)).take(n));
+        }
         NamespaceRouting {
             name: self.name.clone(),
             replication_factor: self.replication_factor,
@@ -453,6 +459,7 @@ impl NamespaceState {
             claims,
             strong_consistency: false,
             regime: 0,
+            order,
         }
     }
 }

@@ -103,9 +103,19 @@ pub struct NamespaceRouting {
     /// Strong consistency: the regime `replicas` reports (0: AP).
     pub strong_consistency: bool,
     pub regime: u32,
+    /// Each partition's first `n_replicas` members of its succession
+    /// order, flattened: the final master, then the replicas (empty before
+    /// a partition map). The same on every node of the cluster.
+    pub order: Vec<u8>,
 }
 
 impl NamespaceRouting {
+    /// Partition `pid`'s final master and replicas, in order.
+    pub fn holders(&self, pid: usize) -> &[u8] {
+        let n = self.n_replicas;
+        self.order.get(pid * n..pid * n + n).unwrap_or(&[])
+    }
+
     #[inline]
     pub fn route(&self, pid: usize) -> Route {
         self.routes.get(pid).copied().unwrap_or(Route {
@@ -163,6 +173,7 @@ impl Routing {
                     claims: vec![[0u8; BITMAP_BYTES]],
                     strong_consistency: false,
                     regime: 0,
+                    order: Vec::new(),
                 })
                 .collect(),
         }

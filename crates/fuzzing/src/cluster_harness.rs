@@ -113,6 +113,7 @@ impl Harness {
                     heartbeat: heartbeat_endpoint(index),
                     fabric: endpoint(index, 3001),
                     service: vec![endpoint(index, 3000)],
+                    redis: Vec::new(),
                     seeds: if index == 0 {
                         Vec::new()
                     } else {

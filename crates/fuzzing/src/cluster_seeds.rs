@@ -134,6 +134,7 @@ fn forged_pulse(from: NodeId, cluster_name: &str, key: u64) -> Envelope {
             heartbeat: heartbeat_endpoint(7),
             fabric: heartbeat_endpoint(8),
             service: vec![heartbeat_endpoint(9)],
+            redis: Vec::new(),
             adjacency: MEMBERS
                 .iter()
                 .enumerate()

@@ -39,6 +39,7 @@ fn pulse(from: NodeId, cluster_name: &str, heartbeat: Endpoint, key: u64) -> Env
             heartbeat,
             fabric: heartbeat_endpoint(9),
             service: Vec::new(),
+            redis: Vec::new(),
             adjacency: MEMBERS
                 .iter()
                 .enumerate()

@@ -411,7 +411,10 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
                 }
             }
             if blocking {
-                return Ok(Ran::Empty { timeout });
+                return Ok(Ran::Empty {
+                    timeout,
+                    null_bulk: false,
+                });
             }
             out.null_array();
         }
@@ -596,7 +599,7 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
             }
             out.int(i64::from(moved));
         }
-        _ => return zset(name, args, out, db),
+        _ => return zset(name, args, out, db, blocking),
     }
     Ok(Ran::Done)
 }
@@ -628,7 +631,7 @@ fn scan_options(args: &[Vec<u8>]) -> R<Option<Vec<u8>>> {
     Ok(pattern)
 }
 
-fn parse_timeout(arg: &[u8]) -> R<Option<Duration>> {
+pub(crate) fn parse_timeout(arg: &[u8]) -> R<Option<Duration>> {
     let seconds =
         parse_f64(arg).map_err(|_| "ERR timeout is not a float or out of range".to_owned())?;
     if seconds < 0.0 {
@@ -640,7 +643,7 @@ fn parse_timeout(arg: &[u8]) -> R<Option<Duration>> {
     Ok((seconds > 0.0).then(|| Duration::from_secs_f64(seconds)))
 }
 
-fn move_element(
+pub(crate) fn move_element(
     db: &mut Db<'_>,
     source: &[u8],
     target: &[u8],
@@ -703,7 +706,7 @@ fn move_element(
 }
 
 /// Members in Redis order: score ascending, ties by member bytes.
-fn sorted(zset: &BTreeMap<Vec<u8>, f64>) -> Vec<(f64, &Vec<u8>)> {
+pub(crate) fn sorted(zset: &BTreeMap<Vec<u8>, f64>) -> Vec<(f64, &Vec<u8>)> {
     let mut items: Vec<(f64, &Vec<u8>)> = zset.iter().map(|(m, s)| (*s, m)).collect();
     items.sort_by(|a, b| {
         a.0.partial_cmp(&b.0)
@@ -766,7 +769,7 @@ fn in_score(score: f64, min: (f64, bool), max: (f64, bool)) -> bool {
     above && below
 }
 
-fn reply_members(out: &mut Out, items: &[(f64, Vec<u8>)], with_scores: bool) {
+pub(crate) fn reply_members(out: &mut Out, items: &[(f64, Vec<u8>)], with_scores: bool) {
     if with_scores && out.resp3 {
         out.array(items.len());
         for (score, member) in items {
@@ -785,7 +788,7 @@ fn reply_members(out: &mut Out, items: &[(f64, Vec<u8>)], with_scores: bool) {
     }
 }
 
-fn zset(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<Ran> {
+fn zset(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blocking: bool) -> R<Ran> {
     match name {
         "zadd" => zadd(args, out, db)?,
         "zincrby" => {
@@ -938,7 +941,7 @@ fn zset(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<Ran> 
             })?;
             out.int(removed);
         }
-        _ => return err(&format!("ERR unknown command '{name}'")),
+        _ => return crate::assorted::run(name, args, out, db, blocking),
     }
     Ok(Ran::Done)
 }
@@ -1024,7 +1027,17 @@ fn zadd(args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()> {
     Ok(())
 }
 
-fn zrange(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()> {
+pub(crate) fn zrange(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()> {
+    let (selected, with_scores) = zrange_select(name, args, db)?;
+    reply_members(out, &selected, with_scores);
+    Ok(())
+}
+
+/// Sorted-set members with their scores, in order.
+pub(crate) type Scored = Vec<(f64, Vec<u8>)>;
+
+/// What a ZRANGE-family command selects, and whether WITHSCORES was given.
+pub(crate) fn zrange_select(name: &str, args: &[Vec<u8>], db: &mut Db<'_>) -> R<(Scored, bool)> {
     #[derive(PartialEq)]
     enum By {
         Rank,
@@ -1127,6 +1140,5 @@ fn zrange(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()>
         }
         None => selected,
     };
-    reply_members(out, &selected, with_scores);
-    Ok(())
+    Ok((selected, with_scores))
 }

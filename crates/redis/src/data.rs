@@ -13,9 +13,12 @@ use std::time::Duration;
 pub enum Ran {
     Done,
     /// A blocking command found nothing; it waits at most `timeout`
-    /// (None: forever). Nothing was written to the output.
+    /// (None: forever). Nothing was written to the output. At the
+    /// timeout it answers a null array, or with `null_bulk` a null bulk
+    /// string (BLMOVE).
     Empty {
         timeout: Option<Duration>,
+        null_bulk: bool,
     },
 }
 

@@ -1,7 +1,9 @@
 //! One Redis database as records: a key is a record in set `redis<db>` of
 //! the Redis namespace, its digest computed from the set and the key as an
-//! Aerospike client computes it for a string key, so the Aerospike clients
-//! find the same record. Every read runs as a typed read request; every
+//! Aerospike client computes it for a string key, then placed in the
+//! partition of the key's Redis Cluster slot (`crate::cluster::place`), so
+//! hash-tagged keys share a partition and a Redis Cluster client's slot map
+//! is where the records are. Every read runs as a typed read request; every
 //! change is read, computed here, and written back with a generation check
 //! (or create-only), retried on a conflict, so each Redis command is
 //! atomic on its key.
@@ -19,7 +21,28 @@ pub trait Records {
     /// error text when the request cannot be served from here.
     fn run(&mut self, request: &RecordRequest<'_>, answer: &mut Answer) -> Result<(), String>;
     fn store(&self) -> &Store;
+    /// The partition map as Redis Cluster clients see it, when this node
+    /// answers as a Redis Cluster node (None: standalone).
+    fn cluster(&self) -> Option<std::sync::Arc<crate::cluster::ClusterMap>> {
+        None
+    }
+    /// Whether connections must authenticate first (a secured node).
+    fn secured(&self) -> bool {
+        false
+    }
+    /// Logs the connection in as `user` (a secured node): Err is the
+    /// Redis error to answer.
+    fn login(&mut self, _user: &str, _password: &[u8]) -> Result<(), String> {
+        Err(WRONGPASS.to_owned())
+    }
+    /// Whether the connection's user may do what needs `permission` on
+    /// the Redis namespace's `set` (always, on an open node).
+    fn permits(&self, _permission: bolide_transaction::Permission, _set: &[u8]) -> bool {
+        true
+    }
 }
+
+pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
 /// A key's value and expiry.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,8 +89,17 @@ pub fn set_name(db: usize) -> Vec<u8> {
     format!("redis{db}").into_bytes()
 }
 
-/// The digest an Aerospike client computes for string key `key` in `set`.
+/// The digest of Redis key `key` in `set`: the one an Aerospike client
+/// computes for that string key ([`client_digest`]) with its partition bits
+/// set to the key's slot's partition.
 pub fn digest(set: &[u8], key: &[u8]) -> Digest {
+    let mut digest = client_digest(set, key);
+    crate::cluster::place(&mut digest, crate::cluster::key_slot(key));
+    digest
+}
+
+/// The digest an Aerospike client computes for string key `key` in `set`.
+pub fn client_digest(set: &[u8], key: &[u8]) -> Digest {
     let mut hasher = Ripemd160::new();
     hasher.update(set);
     hasher.update([particle::STRING]);
@@ -106,6 +138,11 @@ fn code_error(code: ResultCode) -> String {
         ResultCode::Namespace => "ERR the Redis namespace does not exist".to_owned(),
         ResultCode::Forbidden => "ERR the namespace refuses this write (forbidden)".to_owned(),
         ResultCode::Timeout => "TRYAGAIN the record is busy, try again".to_owned(),
+        ResultCode::NotAuthenticated => "NOAUTH Authentication required.".to_owned(),
+        ResultCode::RoleViolation => {
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+                .to_owned()
+        }
         other => format!("ERR storage error {} ({other:?})", other.as_u8()),
     }
 }

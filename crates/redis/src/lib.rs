@@ -13,6 +13,8 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
+mod assorted;
+pub mod cluster;
 mod collections;
 mod data;
 pub mod hll;

@@ -36,6 +36,13 @@ pub struct Shared {
     run_id: String,
     /// Publish/subscribe on this node.
     pub hub: crate::pubsub::Hub,
+    /// The last Redis Cluster map the server built, with what it was built
+    /// from (its stamp) and when.
+    pub cluster_map: Mutex<Option<(u64, Instant, Arc<crate::cluster::ClusterMap>)>>,
+    /// This node has been in a cluster of two or more nodes since it
+    /// started: it answers as a Redis Cluster node from then on, also when
+    /// it is left alone.
+    pub clustered: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -84,6 +91,8 @@ impl Shared {
             exec: RwLock::new(()),
             run_id: run_id[run_id.len() - 40..].to_owned(),
             hub: crate::pubsub::Hub::default(),
+            cluster_map: Mutex::new(None),
+            clustered: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -141,6 +150,15 @@ pub struct Session {
     mailbox: Option<Arc<crate::pubsub::Mailbox>>,
     channels: std::collections::BTreeSet<Vec<u8>>,
     patterns: std::collections::BTreeSet<Vec<u8>>,
+    /// The Redis Cluster map when the node answers as a cluster node
+    /// (refreshed before every command).
+    cluster: Option<Arc<crate::cluster::ClusterMap>>,
+    /// READONLY: reads of slots this node holds a replica of are served
+    /// here instead of redirected.
+    readonly: bool,
+    /// Who the connection is logged in as (None: nobody yet; a secured
+    /// node then answers NOAUTH). An open node's connections are `default`.
+    user: Option<String>,
 }
 
 const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
@@ -170,6 +188,9 @@ impl Session {
             mailbox: None,
             channels: Default::default(),
             patterns: Default::default(),
+            cluster: None,
+            readonly: false,
+            user: None,
         };
         session.register();
         session
@@ -216,7 +237,7 @@ impl Session {
         format!(
             "id={} addr={} laddr={} fd=8 name={} age={} idle=0 flags={} db={} sub=0 psub=0 ssub=0 multi={} \
              qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=1024 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 \
-             events=r cmd={} user=default lib-name={} lib-ver={} redir=-1 resp={}",
+             events=r cmd={} user={} lib-name={} lib-ver={} redir=-1 resp={}",
             self.id,
             self.peer,
             self.local,
@@ -226,6 +247,7 @@ impl Session {
             self.db,
             self.multi.as_ref().map_or(-1, |queue| queue.len() as i64),
             self.last_command,
+            self.user.as_deref().unwrap_or("default"),
             String::from_utf8_lossy(&self.lib_name),
             String::from_utf8_lossy(&self.lib_version),
             if self.resp3 { 3 } else { 2 },
@@ -312,6 +334,38 @@ impl Session {
                 spec.name
             ));
             return Flow::Done;
+        }
+        if records.secured()
+            && self.user.is_none()
+            && !matches!(spec.name, "auth" | "hello" | "quit" | "reset")
+        {
+            if self.multi.is_some() {
+                self.multi_failed = true;
+            }
+            out.error("NOAUTH Authentication required.");
+            return Flow::Done;
+        }
+        if let Some(permission) = permission_of(spec, args) {
+            if !records.permits(permission, &set_name(self.db)) {
+                if self.multi.is_some() {
+                    self.multi_failed = true;
+                }
+                out.error(&format!(
+                    "NOPERM this user has no permissions to run the '{}' command",
+                    spec.name
+                ));
+                return Flow::Done;
+            }
+        }
+        self.cluster = records.cluster();
+        if let Some(map) = &self.cluster {
+            if let Some(error) = route(map, spec, args, self.readonly) {
+                if self.multi.is_some() {
+                    self.multi_failed = true;
+                }
+                out.error(&error);
+                return Flow::Done;
+            }
         }
         if !self.resp3
             && self.is_subscribed()
@@ -490,17 +544,56 @@ impl Session {
                 self.resp3 = false;
                 out.resp3 = false;
                 self.name.clear();
+                self.readonly = false;
+                if records.secured() {
+                    // Back to the default user, which a secured node does
+                    // not have: log in again.
+                    self.user = None;
+                }
                 out.simple("RESET");
                 Ok(())
             }
-            "hello" => self.hello(args, out),
-            "auth" => Err(
-                "ERR AUTH <password> called without any password configured for the default user. \
-                 Are you sure your configuration is correct?"
-                    .to_owned(),
-            ),
+            "hello" => self.hello(args, out, records),
+            "auth" => {
+                let (user, password) = match args.len() {
+                    2 => (b"default".as_slice(), &args[1]),
+                    3 => (args[1].as_slice(), &args[2]),
+                    _ => {
+                        out.error("ERR syntax error");
+                        return Flow::Done;
+                    }
+                };
+                if !records.secured() && args.len() == 2 {
+                    Err(
+                        "ERR AUTH <password> called without any password configured for the \
+                         default user. Are you sure your configuration is correct?"
+                            .to_owned(),
+                    )
+                } else {
+                    self.login(records, user, password).map(|()| out.ok())
+                }
+            }
+            "acl" => {
+                let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+                match sub.as_str() {
+                    "whoami" if args.len() == 2 => {
+                        out.bulk(self.user.as_deref().unwrap_or("default").as_bytes());
+                        Ok(())
+                    }
+                    "whoami" => {
+                        Err("ERR wrong number of arguments for 'acl|whoami' command".to_owned())
+                    }
+                    _ => Err(format!(
+                        "ERR unknown subcommand '{}'. Try ACL HELP.",
+                        truncate(&String::from_utf8_lossy(&args[1]))
+                    )),
+                }
+            }
             "client" => self.client(args, out),
             "select" => match parse_i64(&args[1]) {
+                Ok(db) if db != 0 && self.cluster.is_some() => {
+                    Err("ERR SELECT is not allowed in cluster mode".to_owned())
+                }
                 Ok(db) if (0..DATABASES as i64).contains(&db) => {
                     self.db = db as usize;
                     out.ok();
@@ -549,9 +642,15 @@ impl Session {
                     Err("ERR FUNCTION is not supported by Bolide yet".to_owned())
                 }
             }
-            "cluster" | "readonly" | "readwrite" => {
+            "cluster" | "readonly" | "readwrite" if self.cluster.is_none() => {
                 Err("ERR This instance has cluster support disabled".to_owned())
             }
+            "readonly" | "readwrite" => {
+                self.readonly = spec.name == "readonly";
+                out.ok();
+                Ok(())
+            }
+            "cluster" => self.cluster_command(args, out),
             "asking" => {
                 out.ok();
                 Ok(())
@@ -630,14 +729,18 @@ impl Session {
                         self.block_deadline = None;
                         Ok(())
                     }
-                    Ok(data::Ran::Empty { timeout }) => {
+                    Ok(data::Ran::Empty { timeout, null_bulk }) => {
                         // A blocking pop found nothing: wait, or time out.
                         let deadline = *self
                             .block_deadline
                             .get_or_insert_with(|| timeout.map(|t| Instant::now() + t));
                         if deadline.is_some_and(|d| Instant::now() >= d) {
                             self.block_deadline = None;
-                            out.null_array();
+                            if null_bulk {
+                                out.null();
+                            } else {
+                                out.null_array();
+                            }
                             Ok(())
                         } else {
                             return Flow::Block;
@@ -702,9 +805,35 @@ impl Session {
         Flow::Done
     }
 
-    fn hello(&mut self, args: &[Vec<u8>], out: &mut Out) -> Result<(), String> {
+    /// Logs the connection in: on a secured node as a Bolide user; on an
+    /// open node only `default` exists, and any password opens it (Redis's
+    /// `nopass` default user).
+    fn login(
+        &mut self,
+        records: &mut dyn Records,
+        user: &[u8],
+        password: &[u8],
+    ) -> Result<(), String> {
+        let user = String::from_utf8_lossy(user).into_owned();
+        if records.secured() {
+            records.login(&user, password)?;
+        } else if user != "default" {
+            return Err(crate::keyspace::WRONGPASS.to_owned());
+        }
+        self.user = Some(user);
+        self.register();
+        Ok(())
+    }
+
+    fn hello(
+        &mut self,
+        args: &[Vec<u8>],
+        out: &mut Out,
+        records: &mut dyn Records,
+    ) -> Result<(), String> {
         let mut resp3 = self.resp3;
         let mut name = None;
+        let mut auth = None;
         if let Some(version) = args.get(1) {
             match parse_i64(version) {
                 Ok(2) => resp3 = false,
@@ -719,10 +848,8 @@ impl Session {
                 let option = String::from_utf8_lossy(&args[at]).to_ascii_lowercase();
                 match option.as_str() {
                     "auth" if at + 2 < args.len() => {
-                        return Err(
-                            "WRONGPASS invalid username-password pair or user is disabled."
-                                .to_owned(),
-                        );
+                        auth = Some((args[at + 1].clone(), args[at + 2].clone()));
+                        at += 3;
                     }
                     "setname" if at + 1 < args.len() => {
                         check_name(&args[at + 1])?;
@@ -737,6 +864,19 @@ impl Session {
                     }
                 }
             }
+        }
+        match auth {
+            Some((user, password)) => self.login(records, &user, &password)?,
+            None if records.secured() && self.user.is_none() => {
+                return Err(
+                    "NOAUTH HELLO must be called with the client already authenticated, \
+                     otherwise the HELLO <proto> AUTH <user> <pass> option can be used to \
+                     authenticate the client and select the RESP protocol version at the same \
+                     time"
+                        .to_owned(),
+                )
+            }
+            None => {}
         }
         self.resp3 = resp3;
         out.resp3 = resp3;
@@ -757,11 +897,65 @@ impl Session {
         out.bulk(b"id");
         out.int(self.id as i64);
         out.bulk(b"mode");
-        out.bulk(b"standalone");
+        out.bulk(if self.cluster.is_some() {
+            b"cluster".as_slice()
+        } else {
+            b"standalone"
+        });
         out.bulk(b"role");
         out.bulk(b"master");
         out.bulk(b"modules");
         out.array(0);
+        Ok(())
+    }
+
+    /// `CLUSTER …` on a node that answers as a Redis Cluster node.
+    fn cluster_command(&mut self, args: &[Vec<u8>], out: &mut Out) -> Result<(), String> {
+        let Some(map) = self.cluster.clone() else {
+            return Err("ERR This instance has cluster support disabled".to_owned());
+        };
+        let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+        let arity = |n: usize| -> Result<(), String> {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ERR wrong number of arguments for 'cluster|{sub}' command"
+                ))
+            }
+        };
+        match sub.as_str() {
+            "slots" => {
+                arity(2)?;
+                map.slots(out);
+            }
+            "shards" => {
+                arity(2)?;
+                map.shards(out);
+            }
+            "nodes" => {
+                arity(2)?;
+                out.verbatim(map.nodes_text().as_bytes());
+            }
+            "info" => {
+                arity(2)?;
+                out.verbatim(map.info_text().as_bytes());
+            }
+            "myid" => {
+                arity(2)?;
+                out.bulk(map.my_id().as_bytes());
+            }
+            "keyslot" => {
+                arity(3)?;
+                out.int(crate::cluster::key_slot(&args[2]) as i64);
+            }
+            _ => {
+                return Err(format!(
+                    "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
+                    truncate(&String::from_utf8_lossy(&args[1]))
+                ))
+            }
+        }
         Ok(())
     }
 
@@ -990,7 +1184,11 @@ impl Session {
             text.push_str("# Errorstats\r\n\r\n");
         }
         if want("cluster") {
-            text.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
+            text.push_str(if self.cluster.is_some() {
+                "# Cluster\r\ncluster_enabled:1\r\n\r\n"
+            } else {
+                "# Cluster\r\ncluster_enabled:0\r\n\r\n"
+            });
         }
         if want("keyspace") {
             text.push_str("# Keyspace\r\n");
@@ -1019,6 +1217,40 @@ impl Drop for Session {
         self.unsubscribe_all();
         self.shared.clients.lock().remove(&self.id);
     }
+}
+
+/// What a command needs of the connection's user on the database's set:
+/// writes need write, reads of keys or of the keyspace need read, the
+/// flushes need truncate; connection and server commands need nothing.
+fn permission_of(spec: &Spec, args: &[Vec<u8>]) -> Option<bolide_transaction::Permission> {
+    use bolide_transaction::Permission;
+    match spec.name {
+        "flushdb" | "flushall" => Some(Permission::Truncate),
+        "scan" | "keys" | "randomkey" | "dbsize" => Some(Permission::Read),
+        _ if table::keys(spec, args).is_empty() => None,
+        _ if spec.flags.contains(&"write") => Some(Permission::Write),
+        _ => Some(Permission::Read),
+    }
+}
+
+/// Redis Cluster's routing of one command: None when this node runs it,
+/// else the error (`CROSSSLOT`, `MOVED`, `CLUSTERDOWN`).
+fn route(
+    map: &crate::cluster::ClusterMap,
+    spec: &Spec,
+    args: &[Vec<u8>],
+    readonly: bool,
+) -> Option<String> {
+    let keys = table::keys(spec, args);
+    let first = keys.first()?;
+    let slot = crate::cluster::key_slot(first);
+    if keys[1..]
+        .iter()
+        .any(|key| crate::cluster::key_slot(key) != slot)
+    {
+        return Some("CROSSSLOT Keys in request don't hash to the same slot".to_owned());
+    }
+    map.redirect(slot, spec.flags.contains(&"write"), readonly)
 }
 
 fn check_name(name: &[u8]) -> Result<(), String> {

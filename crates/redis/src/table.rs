@@ -39,6 +39,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("echo", 2, C, 0, 0, 0, "connection"),
     spec!("hello", -1, C, 0, 0, 0, "connection"),
     spec!("auth", -2, C, 0, 0, 0, "connection"),
+    spec!("acl", -2, C, 0, 0, 0, "server"),
     spec!("client", -2, C, 0, 0, 0, "connection"),
     spec!("select", 2, C, 0, 0, 0, "connection"),
     spec!("quit", -1, C, 0, 0, 0, "connection"),
@@ -228,6 +229,18 @@ pub static COMMANDS: &[Spec] = &[
     spec!("rpoplpush", 3, &["write", "denyoom"], 1, 2, 1, "list"),
     spec!("lmove", 5, &["write", "denyoom"], 1, 2, 1, "list"),
     spec!("blpop", -3, B, 1, -2, 1, "list"),
+    spec!("lpos", -3, RS, 1, 1, 1, "list"),
+    spec!("lmpop", -4, &["write", "movablekeys"], 0, 0, 0, "list"),
+    spec!(
+        "blmpop",
+        -5,
+        &["write", "noscript", "blocking", "movablekeys"],
+        0,
+        0,
+        0,
+        "list"
+    ),
+    spec!("blmove", 6, B, 1, 2, 1, "list"),
     spec!("brpop", -3, B, 1, -2, 1, "list"),
     // Sets.
     spec!("sadd", -3, W, 1, 1, 1, "set"),
@@ -268,14 +281,124 @@ pub static COMMANDS: &[Spec] = &[
     spec!("zremrangebyscore", 4, WS, 1, 1, 1, "sortedset"),
     spec!("zremrangebyrank", 4, WS, 1, 1, 1, "sortedset"),
     spec!("zscan", -3, RS, 1, 1, 1, "sortedset"),
+    spec!(
+        "bzpopmin",
+        -3,
+        &["write", "noscript", "blocking", "fast"],
+        1,
+        -2,
+        1,
+        "sortedset"
+    ),
+    spec!(
+        "bzpopmax",
+        -3,
+        &["write", "noscript", "blocking", "fast"],
+        1,
+        -2,
+        1,
+        "sortedset"
+    ),
+    spec!(
+        "zunion",
+        -3,
+        &["readonly", "movablekeys"],
+        0,
+        0,
+        0,
+        "sortedset"
+    ),
+    spec!(
+        "zinter",
+        -3,
+        &["readonly", "movablekeys"],
+        0,
+        0,
+        0,
+        "sortedset"
+    ),
+    spec!(
+        "zdiff",
+        -3,
+        &["readonly", "movablekeys"],
+        0,
+        0,
+        0,
+        "sortedset"
+    ),
+    spec!(
+        "zunionstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        1,
+        1,
+        1,
+        "sortedset"
+    ),
+    spec!(
+        "zinterstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        1,
+        1,
+        1,
+        "sortedset"
+    ),
+    spec!(
+        "zdiffstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        1,
+        1,
+        1,
+        "sortedset"
+    ),
+    spec!(
+        "zrangestore",
+        -5,
+        &["write", "denyoom"],
+        1,
+        2,
+        1,
+        "sortedset"
+    ),
+    // Keys.
+    spec!("copy", -3, &["write", "denyoom"], 1, 2, 1, "keyspace"),
+    spec!("object", -2, RS, 2, 2, 1, "keyspace"),
+    spec!("bitfield", -2, &["write", "denyoom"], 1, 1, 1, "bitmap"),
+    spec!("bitfield_ro", -2, R, 1, 1, 1, "bitmap"),
 ];
 
 pub fn find(name: &str) -> Option<&'static Spec> {
     COMMANDS.iter().find(|spec| spec.name == name)
 }
 
-/// The keys a command names, by its key positions.
+/// The keys a command names, by its key positions (and, for the commands
+/// with `numkeys`, by that count).
 pub fn keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    let numkeys_at = match spec.name {
+        "lmpop" | "zunion" | "zinter" | "zdiff" => Some(1),
+        "blmpop" | "zunionstore" | "zinterstore" | "zdiffstore" => Some(2),
+        _ => None,
+    };
+    if let Some(at) = numkeys_at {
+        let mut out: Vec<&[u8]> = Vec::new();
+        if spec.name.ends_with("store") {
+            out.extend(args.get(1).map(|key| key.as_slice()));
+        }
+        let count = args
+            .get(at)
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0);
+        out.extend(
+            args.iter()
+                .skip(at + 1)
+                .take(count)
+                .map(|key| key.as_slice()),
+        );
+        return out;
+    }
     if spec.first <= 0 {
         return Vec::new();
     }

@@ -7,19 +7,21 @@
 //! audit: violation user=bob client=10.0.0.9:41002 action=write detail="ns=test set=demo" result=81
 //! ```
 //!
-//! Which events are reported is `security { log { … } }` ([`AuditConfig`]).
+//! Which events are reported is `security { log { … } }` ([`AuditConfig`]),
+//! and `set-config:context=security;log.report-…` changes it while the
+//! node runs ([`Audit::set`]).
 //! Lines go to the node's log under the target `audit`, and, when
 //! configured, to a file of their own (each line then starts with a UTC
 //! timestamp). A line that cannot be written to the file is counted and
 //! logged once a minute at most; the request it reports is not held up.
 
 use crate::config::AuditConfig;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The kinds of event.
@@ -47,7 +49,14 @@ impl Event {
 /// The audit trail of one node.
 #[derive(Debug)]
 pub struct Audit {
-    config: AuditConfig,
+    config: RwLock<AuditConfig>,
+    /// The four event flags and "any data operation is reported", read
+    /// without the lock on every request.
+    authentication: AtomicBool,
+    user_admin: AtomicBool,
+    sys_admin: AtomicBool,
+    violation: AtomicBool,
+    data_ops: AtomicBool,
     file: Option<Mutex<std::fs::File>>,
     lines: AtomicU64,
     write_errors: AtomicU64,
@@ -71,7 +80,12 @@ impl Audit {
             }
         };
         Ok(Audit {
-            config,
+            authentication: AtomicBool::new(config.report_authentication),
+            user_admin: AtomicBool::new(config.report_user_admin),
+            sys_admin: AtomicBool::new(config.report_sys_admin),
+            violation: AtomicBool::new(config.report_violation),
+            data_ops: AtomicBool::new(config.reports_data_ops()),
+            config: RwLock::new(config),
             file,
             lines: AtomicU64::new(0),
             write_errors: AtomicU64::new(0),
@@ -79,20 +93,66 @@ impl Audit {
         })
     }
 
-    pub fn config(&self) -> &AuditConfig {
-        &self.config
+    /// The settings as they are now.
+    pub fn config(&self) -> AuditConfig {
+        self.config.read().clone()
     }
 
-    /// Whether events of `event` are reported (data operations: see
-    /// [`Audit::wants_data_op`]).
+    /// Whether events of `event` are reported (data operations: whether
+    /// any is; see [`Audit::wants_data_op`]).
+    // PERF: hot path (every request of a secured node asks for DataOp).
     pub fn reports(&self, event: Event) -> bool {
         match event {
-            Event::Authentication => self.config.report_authentication,
-            Event::UserAdmin => self.config.report_user_admin,
-            Event::SysAdmin => self.config.report_sys_admin,
-            Event::Violation => self.config.report_violation,
-            Event::DataOp => self.config.reports_data_ops(),
+            Event::Authentication => self.authentication.load(Relaxed),
+            Event::UserAdmin => self.user_admin.load(Relaxed),
+            Event::SysAdmin => self.sys_admin.load(Relaxed),
+            Event::Violation => self.violation.load(Relaxed),
+            Event::DataOp => self.data_ops.load(Relaxed),
         }
+    }
+
+    /// Changes one setting while the node runs (`set-config:context=
+    /// security;log.NAME=true|false`, with `namespace=`/`set=`, `role=` or
+    /// `user=` for the data-operation scopes). An error names what is
+    /// wrong.
+    pub fn set(&self, change: &AuditChange) -> Result<(), String> {
+        let mut config = self.config.write();
+        match change {
+            AuditChange::Flag(event, on) => {
+                let (field, flag) = match event {
+                    Event::Authentication => {
+                        (&mut config.report_authentication, &self.authentication)
+                    }
+                    Event::UserAdmin => (&mut config.report_user_admin, &self.user_admin),
+                    Event::SysAdmin => (&mut config.report_sys_admin, &self.sys_admin),
+                    Event::Violation => (&mut config.report_violation, &self.violation),
+                    Event::DataOp => return Err("data operations need a scope".to_owned()),
+                };
+                *field = *on;
+                flag.store(*on, Relaxed);
+            }
+            AuditChange::DataOp { namespace, set, on } => {
+                let entry = (namespace.clone(), set.clone());
+                config.report_data_op.retain(|e| *e != entry);
+                if *on {
+                    config.report_data_op.push(entry);
+                }
+            }
+            AuditChange::DataOpRole { role, on } => {
+                config.report_data_op_role.retain(|r| r != role);
+                if *on {
+                    config.report_data_op_role.push(role.clone());
+                }
+            }
+            AuditChange::DataOpUser { user, on } => {
+                config.report_data_op_user.retain(|u| u != user);
+                if *on {
+                    config.report_data_op_user.push(user.clone());
+                }
+            }
+        }
+        self.data_ops.store(config.reports_data_ops(), Relaxed);
+        Ok(())
     }
 
     /// Whether a data operation by `user` (holding `roles`) on `namespace`
@@ -104,7 +164,7 @@ impl Audit {
         namespace: &str,
         set: &str,
     ) -> bool {
-        let config = &self.config;
+        let config = self.config.read();
         config
             .report_data_op
             .iter()
@@ -163,6 +223,28 @@ impl Audit {
     pub fn counts(&self) -> (u64, u64) {
         (self.lines.load(Relaxed), self.write_errors.load(Relaxed))
     }
+}
+
+/// One change of the audit settings while the node runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuditChange {
+    /// `report-authentication`, `report-user-admin`, `report-sys-admin`,
+    /// `report-violation`.
+    Flag(Event, bool),
+    /// `report-data-op NS [SET]` added (true) or removed.
+    DataOp {
+        namespace: String,
+        set: Option<String>,
+        on: bool,
+    },
+    DataOpRole {
+        role: String,
+        on: bool,
+    },
+    DataOpUser {
+        user: String,
+        on: bool,
+    },
 }
 
 /// One audit line (without timestamp).
@@ -288,6 +370,39 @@ mod tests {
         assert!(audit.wants_data_op("carol", &none, "ns", ""));
         assert!(audit.wants_data_op("x", &BTreeSet::from(["auditor".to_owned()]), "ns", ""));
         assert!(!audit.wants_data_op("x", &none, "ns", ""));
+    }
+
+    #[test]
+    fn settings_change_while_running() {
+        let audit = Audit::open(AuditConfig::default()).expect("no file");
+        assert!(!audit.reports(Event::Authentication));
+        assert!(!audit.reports(Event::DataOp));
+        audit
+            .set(&AuditChange::Flag(Event::Authentication, true))
+            .expect("flag");
+        assert!(audit.reports(Event::Authentication));
+        assert!(audit.config().report_authentication);
+        let scope = AuditChange::DataOp {
+            namespace: "test".into(),
+            set: Some("demo".into()),
+            on: true,
+        };
+        audit.set(&scope).expect("scope");
+        audit.set(&scope).expect("twice");
+        assert_eq!(audit.config().report_data_op.len(), 1);
+        assert!(audit.reports(Event::DataOp));
+        let none = BTreeSet::new();
+        assert!(audit.wants_data_op("x", &none, "test", "demo"));
+        audit
+            .set(&AuditChange::DataOp {
+                namespace: "test".into(),
+                set: Some("demo".into()),
+                on: false,
+            })
+            .expect("off");
+        assert!(!audit.reports(Event::DataOp));
+        assert!(!audit.wants_data_op("x", &none, "test", "demo"));
+        assert!(audit.set(&AuditChange::Flag(Event::DataOp, true)).is_err());
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod needs;
 pub mod password;
 pub mod privilege;
 pub mod service;
+pub mod settings;
 pub mod token;
 
 pub use config::{AuditConfig, SecurityConfig};

@@ -183,6 +183,8 @@ type Fail = (ResultCode, &'static str);
 pub struct Security {
     config: SecurityConfig,
     session_ttl_seconds: AtomicU32,
+    privilege_refresh_period_seconds: AtomicU32,
+    tps_weight: AtomicU32,
     catalog: RwLock<Catalog>,
     /// Bumped on every change to the catalog.
     generation: AtomicU64,
@@ -239,6 +241,10 @@ impl Security {
         let audit = Audit::open(config.audit.clone())?;
         Ok(Security {
             session_ttl_seconds: AtomicU32::new(config.session_ttl_seconds),
+            privilege_refresh_period_seconds: AtomicU32::new(
+                config.privilege_refresh_period_seconds,
+            ),
+            tps_weight: AtomicU32::new(config.tps_weight),
             config,
             catalog: RwLock::new(catalog),
             generation: AtomicU64::new(1),
@@ -299,9 +305,30 @@ impl Security {
         self.session_ttl_seconds.load(Relaxed)
     }
 
-    /// `session-ttl` is dynamic.
+    /// `session-ttl` is dynamic: sessions from later logins get it.
     pub fn set_session_ttl_seconds(&self, seconds: u32) {
         self.session_ttl_seconds.store(seconds, Relaxed);
+    }
+
+    pub fn privilege_refresh_period_seconds(&self) -> u32 {
+        self.privilege_refresh_period_seconds.load(Relaxed)
+    }
+
+    /// `privilege-refresh-period` is dynamic (kept and shown; Bolide
+    /// applies user and role changes at once).
+    pub fn set_privilege_refresh_period_seconds(&self, seconds: u32) {
+        self.privilege_refresh_period_seconds
+            .store(seconds, Relaxed);
+    }
+
+    pub fn tps_weight(&self) -> u32 {
+        self.tps_weight.load(Relaxed)
+    }
+
+    /// `tps-weight` is dynamic (kept and shown; quotas count whole
+    /// seconds).
+    pub fn set_tps_weight(&self, weight: u32) {
+        self.tps_weight.store(weight, Relaxed);
     }
 
     fn now_ms(&self) -> u64 {
@@ -323,6 +350,28 @@ impl Security {
         out: &mut Vec<u8>,
     ) -> Vec<Entry> {
         self.counters.admin_commands.fetch_add(1, Relaxed);
+        // A connection without a session may only log in: anything else
+        // is refused before its fields are read, so no other command's
+        // decoding is reachable (or probed) without a login.
+        if session.is_none() {
+            if let Some(&code) = body.get(2) {
+                if code != bolide_wire::admin::command::LOGIN
+                    && code != bolide_wire::admin::command::AUTHENTICATE
+                {
+                    self.counters.not_authenticated.fetch_add(1, Relaxed);
+                    self.audit.log(
+                        Event::Violation,
+                        "",
+                        Some(client),
+                        "admin command",
+                        "",
+                        ResultCode::NotAuthenticated.as_u8(),
+                    );
+                    append_result(out, ResultCode::NotAuthenticated);
+                    return Vec::new();
+                }
+            }
+        }
         let request = match AdminRequest::decode(body) {
             Ok(request) => request,
             Err(reject) => {
@@ -403,6 +452,37 @@ impl Security {
                     );
                 }
                 changes
+            }
+        }
+    }
+
+    /// Logs `user` in with a clear password (the Redis port's AUTH): the
+    /// same checks as a LOGIN (failed-login brake, allowlist, audit), on the
+    /// hash an Aerospike client would send. Costs a bcrypt hash.
+    pub fn login_password(
+        &self,
+        client: SocketAddr,
+        user: &str,
+        password: &[u8],
+    ) -> Result<Arc<Session>, ResultCode> {
+        let Ok(password) = std::str::from_utf8(password) else {
+            return Err(ResultCode::InvalidPassword);
+        };
+        let credential = crate::password::client_hash(password);
+        let result = self
+            .check_password(client, user, credential.as_bytes())
+            .and_then(|found| self.session_for(&found, client));
+        match result {
+            Ok(session) => {
+                self.counters.logins.fetch_add(1, Relaxed);
+                self.audit
+                    .log(Event::Authentication, user, Some(client), "login", "", 0);
+                Ok(session)
+            }
+            Err((code, reason)) => {
+                self.counters.login_failures.fetch_add(1, Relaxed);
+                self.authentication_failed(user, client, "login", reason, code);
+                Err(code)
             }
         }
     }
@@ -1272,7 +1352,7 @@ impl Security {
                 return Err(Refusal::new(ResultCode::QuotaExceeded));
             }
         }
-        if self.audit.config().reports_data_ops()
+        if self.audit.reports(Event::DataOp)
             && self
                 .audit
                 .wants_data_op(session.user(), &access.roles, namespace, set)

@@ -96,6 +96,32 @@ impl AccessPolicy for SessionPolicy {
         namespace: Option<&str>,
         set: Option<&[u8]>,
     ) -> Result<(), ResultCode> {
+        self.decide(permission, namespace, set, None)
+    }
+
+    fn check_command(
+        &self,
+        _caller: &Caller,
+        permission: Permission,
+        namespace: Option<&str>,
+        set: Option<&[u8]>,
+        command: &str,
+    ) -> Result<(), ResultCode> {
+        self.decide(permission, namespace, set, Some(command))
+    }
+}
+
+impl SessionPolicy {
+    /// Checks `permission`; an administrative one is reported as a
+    /// sys-admin event, its action the info command's name and its detail
+    /// the command's text (or the namespace and set it names).
+    fn decide(
+        &self,
+        permission: Permission,
+        namespace: Option<&str>,
+        set: Option<&[u8]>,
+        command: Option<&str>,
+    ) -> Result<(), ResultCode> {
         let set = set.map(String::from_utf8_lossy);
         let (namespace, set) = (namespace.unwrap_or(""), set.as_deref().unwrap_or(""));
         let wanted = security_permission(permission);
@@ -104,18 +130,30 @@ impl AccessPolicy for SessionPolicy {
             .check_permission(Some(&self.session), wanted, namespace, set)
             .map_err(|refusal| refusal.result);
         if is_sys_admin(permission) && self.security.audit.reports(Event::SysAdmin) {
-            let mut detail = String::new();
-            if !namespace.is_empty() {
-                detail = format!("ns={namespace}");
-                if !set.is_empty() {
-                    detail.push_str(&format!(" set={set}"));
+            let (action, detail) = match command {
+                Some(text) => {
+                    let name_end = text.find([':', ';', '/']).unwrap_or(text.len());
+                    (
+                        &text[..name_end],
+                        text[name_end..].trim_start_matches(':').to_owned(),
+                    )
                 }
-            }
+                None => {
+                    let mut detail = String::new();
+                    if !namespace.is_empty() {
+                        detail = format!("ns={namespace}");
+                        if !set.is_empty() {
+                            detail.push_str(&format!(" set={set}"));
+                        }
+                    }
+                    (wanted.name(), detail)
+                }
+            };
             self.security.audit.log(
                 Event::SysAdmin,
                 self.session.user(),
                 Some(self.session.client()),
-                wanted.name(),
+                action,
                 &detail,
                 result.err().map_or(0, ResultCode::as_u8),
             );

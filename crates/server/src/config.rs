@@ -17,7 +17,7 @@ mod security;
 mod tls;
 
 pub use crate::net::tls::{ClientAuth, Protocols, TlsSettings};
-pub use tls::{ServiceTls, TLS_REFRESH_PERIOD_SECONDS_DEFAULT, TLS_STANZAS_MAX};
+pub use tls::{ClusterTls, ServiceTls, TLS_REFRESH_PERIOD_SECONDS_DEFAULT, TLS_STANZAS_MAX};
 
 /// The smallest `proto-buffer-budget`: room for a few large frames.
 pub const PROTO_BUFFER_BUDGET_MIN: u64 = 1 << 20;
@@ -82,6 +82,13 @@ pub struct Config {
     /// `network { service { tls-port; tls-name; … } }`: the TLS client
     /// listener, presenting context `tls-name`.
     pub service_tls: Option<ServiceTls>,
+    /// `network { fabric { tls-port; tls-name } }`: fabric connections
+    /// are mutual TLS only, on `fabric_port` (= the tls-port).
+    pub fabric_tls: Option<ClusterTls>,
+    /// `network { heartbeat { tls-port; tls-name;
+    /// tls-mesh-seed-address-port } }`: heartbeats are mutual TLS only, on
+    /// `heartbeat_port` (= the tls-port), to the `mesh_seeds`.
+    pub heartbeat_tls: Option<ClusterTls>,
     /// `service { tls-refresh-period }`: certificates, keys, CAs and
     /// blacklists are read again this often.
     pub tls_refresh_period_seconds: u32,
@@ -159,6 +166,8 @@ impl Default for Config {
             http_port: Some(DEFAULT_HTTP_PORT),
             tls: Vec::new(),
             service_tls: None,
+            fabric_tls: None,
+            heartbeat_tls: None,
             tls_refresh_period_seconds: TLS_REFRESH_PERIOD_SECONDS_DEFAULT,
             redis_address: IpAddr::from([127, 0, 0, 1]),
             redis_port: Some(DEFAULT_REDIS_PORT),
@@ -527,6 +536,8 @@ impl Config {
         // service { tls-port; tls-name; … }, checked once the whole network
         // context is read (the tls contexts may come after).
         let mut service_tls = tls::ServiceDirectives::default();
+        let mut fabric_tls = tls::ClusterDirectives::default();
+        let mut heartbeat_tls = tls::ClusterDirectives::default();
         for item in items {
             let Item::Block { head, items } = item else {
                 let Item::Directive(directive) = item else {
@@ -548,9 +559,15 @@ impl Config {
                 if head.name == "service" && service_tls.take(directive)? {
                     continue;
                 }
+                if head.name == "fabric" && fabric_tls.take("fabric", directive)? {
+                    continue;
+                }
+                if head.name == "heartbeat" && heartbeat_tls.take("heartbeat", directive)? {
+                    continue;
+                }
                 match (head.name, directive.name) {
                     (
-                        "heartbeat" | "fabric" | "info",
+                        "info",
                         "tls-address"
                         | "tls-access-address"
                         | "tls-access-port"
@@ -558,14 +575,12 @@ impl Config {
                         | "tls-alternate-access-port"
                         | "tls-port"
                         | "tls-name"
-                        | "tls-authenticate-client"
-                        | "tls-mesh-seed-address-port",
+                        | "tls-authenticate-client",
                     ) => {
-                        return Err(directive.error(format!(
-                            "TLS between nodes is not supported by Bolide yet (network {}); \
-                             TLS is for clients: network service tls-port",
-                            head.name
-                        )));
+                        return Err(directive.error(
+                            "the info port has no TLS listener in Bolide; TLS clients use \
+                             network service tls-port",
+                        ));
                     }
                     ("service", "address") => self.service_address = address(directive)?,
                     ("service", "port") => self.service_port = directive.number()?,
@@ -641,6 +656,25 @@ impl Config {
             }
         }
         self.service_tls = service_tls.finish(&self.tls)?;
+        self.fabric_tls = fabric_tls.finish("fabric", &self.tls)?;
+        self.heartbeat_tls = heartbeat_tls.finish("heartbeat", &self.tls)?;
+        if let Some(fabric) = &self.fabric_tls {
+            self.fabric_port = fabric.port;
+            if let Some(address) = fabric_tls.address {
+                self.fabric_address = Some(address);
+            }
+        }
+        if let Some(heartbeat) = &self.heartbeat_tls {
+            self.heartbeat_port = heartbeat.port;
+            if let Some(address) = heartbeat_tls.address {
+                self.heartbeat_address = Some(address);
+            }
+            self.mesh_seeds = heartbeat_tls
+                .tls_seeds
+                .iter()
+                .map(|(host, port, _)| (host.clone(), *port))
+                .collect();
+        }
         Ok(())
     }
 }
@@ -1190,6 +1224,66 @@ namespace legacy {
             (error.line, error.directive.as_str()),
             (2, "tls-refresh-period")
         );
+    }
+
+    #[test]
+    fn fabric_and_heartbeat_over_tls() {
+        let text = |fabric: &str, heartbeat: &str| {
+            format!(
+                "network {{\n    tls cluster {{\n        cert-file /n.pem\n        key-file /n.key\n        ca-file /ca.pem\n    }}\n    tls bare {{\n        cert-file /n.pem\n        key-file /n.key\n    }}\n    fabric {{\n{fabric}    }}\n    heartbeat {{\n        mode mesh\n{heartbeat}    }}\n}}\nnamespace test {{\n}}\n"
+            )
+        };
+        let fabric =
+            "        tls-port 3011\n        tls-address 127.0.0.2\n        tls-name cluster\n";
+        let heartbeat = "        tls-port 3012\n        tls-name cluster\n        tls-mesh-seed-address-port 10.0.0.1 3012\n        tls-mesh-seed-address-port db2 3012\n";
+        let config = Config::parse(&text(fabric, heartbeat)).expect("valid");
+        assert_eq!(
+            config.fabric_tls,
+            Some(ClusterTls {
+                port: 3011,
+                name: "cluster".into()
+            })
+        );
+        assert_eq!(config.fabric_port, 3011);
+        assert_eq!(config.fabric_address, Some(IpAddr::from([127, 0, 0, 2])));
+        assert_eq!(config.heartbeat_port, 3012);
+        assert_eq!(
+            config.heartbeat_tls.as_ref().map(|tls| tls.name.as_str()),
+            Some("cluster")
+        );
+        assert_eq!(
+            config.mesh_seeds,
+            [("10.0.0.1".to_owned(), 3012), ("db2".to_owned(), 3012)]
+        );
+        assert!(config.clustering);
+        let error_of = |fabric: &str, heartbeat: &str| {
+            Config::parse(&text(fabric, heartbeat)).expect_err("invalid")
+        };
+        // tls-name naming no context: its line and directive.
+        let error = error_of("        tls-port 3011\n        tls-name nowhere\n", "");
+        assert_eq!((error.line, error.directive.as_str()), (13, "tls-name"));
+        assert!(error.message.contains("no 'tls nowhere"), "{error}");
+        // A context without a CA cannot check the other nodes.
+        let error = error_of("        tls-port 3011\n        tls-name bare\n", "");
+        assert_eq!((error.line, error.directive.as_str()), (12, "tls-port"));
+        assert!(error.message.contains("ca-file"), "{error}");
+        let error = error_of("        tls-port 3011\n", "");
+        assert!(error.message.contains("needs tls-name"), "{error}");
+        // TLS only: no plain port beside it, no plain seeds.
+        let error = error_of(
+            "        port 3001\n        tls-port 3011\n        tls-name cluster\n",
+            "",
+        );
+        assert_eq!((error.line, error.directive.as_str()), (12, "port"));
+        let error = error_of(
+            "",
+            "        tls-port 3012\n        tls-name cluster\n        mesh-seed-address-port a 3002\n",
+        );
+        assert_eq!(error.directive, "mesh-seed-address-port");
+        let error = error_of("", "        tls-mesh-seed-address-port a 3012\n");
+        assert!(error.message.contains("needs tls-port"), "{error}");
+        let error = error_of("        tls-authenticate-client any\n", "");
+        assert!(error.message.contains("always mutual"), "{error}");
     }
 
     #[test]

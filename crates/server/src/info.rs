@@ -86,6 +86,11 @@ impl Info {
         }
     }
 
+    /// The cluster service (membership, peers, routing).
+    pub fn cluster(&self) -> &Arc<cluster::Context> {
+        &self.cluster
+    }
+
     /// The edition this node reports.
     pub fn edition(&self) -> &'static str {
         if self.security.is_some() {
@@ -168,7 +173,7 @@ fn check(
         .filter(|set| scoped && !set.is_empty())
         .map(str::as_bytes);
     caller
-        .check(permission, namespace, set)
+        .check_command(permission, namespace, set, command.text)
         .map_err(|code| (code, permission))
 }
 
@@ -223,7 +228,7 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
             cluster::info::peers(&node.cluster)
         }
         "peers-tls-std" | "peers-tls-alt" | "alumni-tls-std" => {
-            format!("{},3000,[]", node.service().status().peers_generation)
+            cluster::info::peers_tls(&node.cluster)
         }
         "service-clear-std" | "service" => service,
         "service-tls-std" => tls_service_address(node, local),
@@ -291,6 +296,9 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "sets" => sets(node, command),
         "bins" => bins(node, command),
         "get-config" | "config-get" => get_config(node, command),
+        "set-config" | "config-set" if command.param("context") == Some("security") => {
+            security_set_config(node, command)
+        }
         "set-config" | "config-set" => crate::info_config::set_config(&node.cluster.store, command),
         "truncate" => truncate(node, command, false),
         "truncate-namespace" => truncate(node, command, true),
@@ -717,9 +725,36 @@ fn bins(node: &Info, command: &InfoCommand<'_>) -> String {
     text
 }
 
+/// `set-config:context=security;NAME=VALUE` (the caller's `set-config`
+/// permission, which `sys-admin` holds, was checked before).
+fn security_set_config(node: &Info, command: &InfoCommand<'_>) -> String {
+    let Some(security) = &node.security else {
+        return "ERROR:4:security is not enabled (no security { } in the configuration)".to_owned();
+    };
+    let parameters: Vec<(&str, &str)> = command
+        .params
+        .iter()
+        .filter(|(key, _)| *key != "context")
+        .copied()
+        .collect();
+    match bolide_security::settings::set_config(security, &parameters) {
+        Ok(()) => {
+            tracing::info!(command = command.text, "security setting changed");
+            "ok".to_owned()
+        }
+        Err(error) => format!("ERROR:4:{error}"),
+    }
+}
+
 fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
     let config = &node.config;
     match command.param("context").unwrap_or("service") {
+        // Empty on an open node, as on Aerospike CE.
+        "security" => node
+            .security
+            .as_deref()
+            .map(bolide_security::settings::config_text)
+            .unwrap_or_default(),
         "service" => format!(
             "cluster-name={};node-id={:X};service-threads={};proto-fd-max={};proto-fd-idle-ms={};\
              stop-writes-sys-memory-pct={}",
@@ -737,14 +772,27 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                 config.service_address,
                 config.service_port,
                 config.heartbeat_mode,
-                config.heartbeat_port,
+                // A TLS-only channel has no plain port.
+                if config.heartbeat_tls.is_some() { 0 } else { config.heartbeat_port },
                 config.heartbeat_interval_ms,
                 config.heartbeat_timeout,
-                config.fabric_port,
+                if config.fabric_tls.is_some() { 0 } else { config.fabric_port },
                 config.info_port.map_or_else(String::new, |p| p.to_string())
             );
             if let Some(tls) = &config.service_tls {
                 network_tls(&mut text, config, tls);
+            }
+            for (which, tls) in [
+                ("heartbeat", &config.heartbeat_tls),
+                ("fabric", &config.fabric_tls),
+            ] {
+                if let Some(tls) = tls {
+                    let _ = write!(
+                        text,
+                        ";{which}.tls-port={};{which}.tls-name={}",
+                        tls.port, tls.name
+                    );
+                }
             }
             text
         }

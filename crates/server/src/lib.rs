@@ -68,16 +68,25 @@ pub fn run(config: Config) -> Result<(), String> {
             tls: None,
         });
     }
+    // Every listener's TLS context is read again each tls-refresh-period.
+    let mut refreshed: Vec<ServerTls> = [
+        &node.cluster.cluster.fabric_tls,
+        &node.cluster.cluster.heartbeat_tls,
+    ]
+    .into_iter()
+    .filter_map(|tls| tls.get().map(|tls| tls.server.clone()))
+    .collect();
     if let Some(service_tls) = &config.service_tls {
         let listener = tls_listener(&config, service_tls)?;
-        if let Some(tls) = &listener.tls {
-            start_tls_refresh(
-                vec![tls.clone()],
-                config.tls_refresh_period_seconds,
-                Arc::clone(&node.counters),
-            )?;
-        }
+        refreshed.extend(listener.tls.clone());
         listeners.push(listener);
+    }
+    if !refreshed.is_empty() {
+        start_tls_refresh(
+            refreshed,
+            config.tls_refresh_period_seconds,
+            Arc::clone(&node.counters),
+        )?;
     }
     let redis_listener = redis_listener(&config)?;
     let redis_shared = Arc::new(bolide_redis::Shared::new(
@@ -256,15 +265,6 @@ fn redis_listener(config: &Config) -> Result<Option<TcpListener>, String> {
     let Some(port) = config.redis_port else {
         return Ok(None);
     };
-    if config.security.is_some() {
-        // RESP has no login here yet (AUTH): a secured node serving it
-        // would let anyone past its access control.
-        return Err(
-            "network redis: a node with security { } does not serve the Redis \
-                    protocol yet (it has no AUTH); remove network { redis { } } or security { }"
-                .to_owned(),
-        );
-    }
     let address = SocketAddr::new(config.redis_address, port);
     match net::bind(address) {
         Ok(socket) => Ok(Some(socket)),

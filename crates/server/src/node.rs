@@ -54,6 +54,28 @@ impl Node {
             Arc::new(|| crate::system::set_thread_nice(crate::system::BACKGROUND_NICE)),
         )?;
         let cluster = cluster::Context::new(&config, node_id, store, services);
+        // TLS between nodes: the files are read now, so a bad one stops
+        // the node with its name.
+        for (which, tls, slot) in [
+            ("fabric", &config.fabric_tls, &cluster.cluster.fabric_tls),
+            (
+                "heartbeat",
+                &config.heartbeat_tls,
+                &cluster.cluster.heartbeat_tls,
+            ),
+        ] {
+            let Some(tls) = tls else { continue };
+            let settings = config
+                .tls
+                .iter()
+                .find(|spec| spec.name == tls.name)
+                .ok_or_else(|| {
+                    format!("network {which} tls-name {}: no such tls context", tls.name)
+                })?;
+            let contexts = crate::net::tls::NodeTls::new(settings)
+                .map_err(|error| format!("network {which}: {error}"))?;
+            let _ = slot.set(contexts);
+        }
         let secured = match &config.security {
             None => None,
             Some(security) => {

@@ -6,11 +6,17 @@
 
 use crate::connection::Context;
 use crate::net::Connection;
+use bolide_cluster::Routing;
+use bolide_redis::cluster::{ClusterMap, ClusterNode, NOBODY};
 use bolide_redis::{Records, Session, Shared, Step};
 use bolide_store::Store;
-use bolide_transaction::{Answer, Caller, Cluster, Need, RecordRequest, Remote, Scratch};
+use bolide_transaction::{
+    Answer, Caller, Cluster, Need, Permission, RecordRequest, Remote, Scratch,
+};
+use bolide_types::ResultCode;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const READ_BYTES: usize = 16 * 1024;
 /// The most a connection may buffer of requests not yet answered; a
@@ -31,7 +37,12 @@ impl bolide_redis::pubsub::Wake for Waker {
 /// Runs a connection's requests through the transaction layer.
 struct Backend<'c> {
     context: &'c Context,
-    caller: &'c Caller,
+    shared: &'c Shared,
+    peer: Option<std::net::SocketAddr>,
+    /// Who the data path runs requests as: changes when AUTH logs in.
+    caller: &'c mut Caller,
+    /// On a secured node: the user the connection logged in as.
+    login: &'c mut Option<Arc<bolide_security::Session>>,
     scratch: &'c mut Scratch,
     /// Writes applied here whose copies must reach the replicas before
     /// the answers go out.
@@ -48,7 +59,7 @@ impl Records for Backend<'_> {
         match bolide_transaction::execute_request(
             &self.context.store,
             &cluster,
-            self.caller,
+            &*self.caller,
             request,
             answer,
             self.scratch,
@@ -65,11 +76,12 @@ impl Records for Backend<'_> {
                 Need::Rereplicate { .. } => {
                     Err("TRYAGAIN the record is being copied to its replicas; try again".to_owned())
                 }
-                Need::Proxy { .. } | Need::Resolve { .. } => Err(
-                    "CLUSTERDOWN this key is served by another node (Redis Cluster redirection is \
-                     not supported yet)"
-                        .to_owned(),
-                ),
+                // The slot map said this node serves the key, but the
+                // partition moved meanwhile: the client retries and then
+                // follows the new map's MOVED.
+                Need::Proxy { .. } | Need::Resolve { .. } => {
+                    Err("TRYAGAIN this key's partition is moving; try again".to_owned())
+                }
             },
         }
     }
@@ -77,6 +89,171 @@ impl Records for Backend<'_> {
     fn store(&self) -> &Store {
         &self.context.store
     }
+
+    fn cluster(&self) -> Option<Arc<ClusterMap>> {
+        cluster_map(self.context, self.shared)
+    }
+
+    fn secured(&self) -> bool {
+        self.context.secured.is_some()
+    }
+
+    fn login(&mut self, user: &str, password: &[u8]) -> Result<(), String> {
+        let Some(secured) = &self.context.secured else {
+            return Err(bolide_redis::keyspace::WRONGPASS.to_owned());
+        };
+        let client = self
+            .peer
+            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+        match secured.security.login_password(client, user, password) {
+            Ok(session) => {
+                *self.caller = secured.caller(self.peer, Some(&session));
+                *self.login = Some(session);
+                Ok(())
+            }
+            Err(
+                ResultCode::InvalidUser
+                | ResultCode::InvalidPassword
+                | ResultCode::InvalidCredential
+                | ResultCode::NotWhitelisted,
+            ) => Err(bolide_redis::keyspace::WRONGPASS.to_owned()),
+            Err(code) => Err(format!(
+                "ERR login failed: result code {} ({code:?})",
+                code.as_u8()
+            )),
+        }
+    }
+
+    fn permits(&self, permission: Permission, set: &[u8]) -> bool {
+        let Some(secured) = &self.context.secured else {
+            return true;
+        };
+        let wanted = crate::access::security_permission(permission);
+        secured
+            .security
+            .check(
+                self.login.as_deref(),
+                bolide_security::Needs::of(wanted),
+                &self.shared.namespace,
+                &String::from_utf8_lossy(set),
+                wanted.name(),
+            )
+            .is_ok()
+    }
+}
+
+/// How long a built Redis Cluster map is reused while the routing stays
+/// the same (peers' RESP endpoints arrive with their heartbeats).
+const CLUSTER_MAP_REUSE: Duration = Duration::from_millis(500);
+
+/// The Redis Cluster map of the routing in force, or None while this node
+/// has never been in a cluster of two or more nodes (it then answers as a
+/// standalone Redis). Built once per routing change and reused.
+fn cluster_map(context: &Context, shared: &Shared) -> Option<Arc<ClusterMap>> {
+    let routing = context.routing.load();
+    if routing.members.len() > 1 {
+        shared.clustered.store(true, Relaxed);
+    } else if !shared.clustered.load(Relaxed) {
+        return None;
+    }
+    let stamp = (Arc::as_ptr(&*routing) as u64)
+        ^ routing.key.rotate_left(17)
+        ^ (routing.generation as u64).rotate_left(41);
+    let mut cache = shared.cluster_map.lock();
+    if let Some((built, at, map)) = &*cache {
+        if *built == stamp && at.elapsed() < CLUSTER_MAP_REUSE {
+            return Some(Arc::clone(map));
+        }
+    }
+    let map = Arc::new(build_map(context, &routing, &shared.namespace));
+    *cache = Some((stamp, Instant::now(), Arc::clone(&map)));
+    Some(map)
+}
+
+/// Builds the map from this node's routing of the Redis namespace and the
+/// RESP endpoints the members advertise.
+fn build_map(context: &Context, routing: &Routing, namespace: &str) -> ClusterMap {
+    let service = &context.info.cluster().cluster;
+    let status = service.status();
+    // Member index → index in `nodes` (members without a RESP port are
+    // left out: no client could be sent there).
+    let mut slots_of = vec![NOBODY; routing.members.len()];
+    let mut nodes = Vec::new();
+    for (index, &node) in routing.members.iter().enumerate() {
+        let redis = if index == usize::from(routing.me) {
+            service.redis.first().cloned()
+        } else {
+            status
+                .peers
+                .iter()
+                .find(|peer| peer.node == node)
+                .and_then(|peer| peer.redis.first().cloned())
+        };
+        let Some(redis) = redis else {
+            continue;
+        };
+        slots_of[index] = nodes.len() as u8;
+        nodes.push(ClusterNode {
+            id: format!("{node:040x}"),
+            host: redis.host,
+            port: redis.port,
+            cport: routing.fabric.get(index).map_or(0, |fabric| fabric.port),
+        });
+    }
+    let me = slots_of
+        .get(usize::from(routing.me))
+        .copied()
+        .unwrap_or(NOBODY);
+    let count = bolide_types::PARTITION_COUNT;
+    let mut map = ClusterMap {
+        me,
+        nodes,
+        masters: vec![NOBODY; count],
+        replicas: vec![Vec::new(); count],
+        writes_here: vec![false; count],
+        reads_here: vec![false; count],
+        epoch: routing.generation.max(0) as u64,
+    };
+    let Some(ns) = routing.namespace(namespace) else {
+        return map;
+    };
+    let index_of = |member: u8| slots_of.get(usize::from(member)).copied().unwrap_or(NOBODY);
+    // Who masters a partition, as far as this node knows: itself when it
+    // is the working master; the working master it is taking over from when
+    // it is the final master still filling; else the final master of the
+    // plan (which every node computes alike; a handoff in progress then
+    // costs the client a second MOVED, from the final master to the
+    // working master).
+    for pid in 0..count {
+        let route = ns.route(pid);
+        let holders = ns.holders(pid);
+        let Some(&final_master) = holders.first() else {
+            continue;
+        };
+        if route.unavailable() {
+            continue;
+        }
+        map.writes_here[pid] = route.writes_here();
+        map.reads_here[pid] = route.reads_here();
+        let master = if route.writes_here() {
+            routing.me
+        } else if final_master == routing.me {
+            route.master
+        } else {
+            final_master
+        };
+        map.masters[pid] = index_of(master);
+        let mut replicas: Vec<u8> = holders
+            .iter()
+            .filter(|&&member| member != master && member != u8::MAX)
+            .map(|&member| index_of(member))
+            .filter(|&index| index != NOBODY)
+            .collect();
+        replicas.sort_unstable();
+        replicas.dedup();
+        map.replicas[pid] = replicas;
+    }
+    map
 }
 
 /// Serves one Redis connection until the client leaves or sends a
@@ -92,18 +269,25 @@ async fn run(context: &Context, shared: Arc<Shared>, stream: tokio::net::TcpStre
     let local = stream.local_addr().ok();
     let show =
         |address: Option<std::net::SocketAddr>| address.map_or(String::new(), |a| a.to_string());
-    let mut session = Session::new(shared, show(peer), show(local));
+    let mut session = Session::new(Arc::clone(&shared), show(peer), show(local));
     let waker = Arc::new(Waker(tokio::sync::Notify::new()));
     session.set_wake(Arc::clone(&waker) as Arc<dyn bolide_redis::pubsub::Wake>);
     let mut connection = Connection::plain(stream);
-    let caller = Caller::client(peer);
+    let mut caller = match &context.secured {
+        Some(secured) => secured.caller(peer, None),
+        None => Caller::client(peer),
+    };
+    let mut login = None;
     let mut scratch = Scratch::default();
     let mut input: Vec<u8> = Vec::with_capacity(READ_BYTES);
     let mut output: Vec<u8> = Vec::with_capacity(READ_BYTES);
     loop {
         let mut backend = Backend {
             context,
-            caller: &caller,
+            shared: &shared,
+            peer,
+            caller: &mut caller,
+            login: &mut login,
             scratch: &mut scratch,
             replicating: Vec::new(),
         };

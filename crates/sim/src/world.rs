@@ -418,6 +418,7 @@ impl World {
             heartbeat: endpoint(index, 3002),
             fabric: endpoint(index, 3001),
             service: vec![endpoint(index, 3000)],
+            redis: Vec::new(),
             // Every node knows only the first: the mesh is transitive.
             seeds: vec![endpoint(0, 3002)],
             heartbeat_interval_ms: 150,

@@ -65,6 +65,20 @@ pub trait Policy: Send + Sync {
         namespace: Option<&str>,
         set: Option<&[u8]>,
     ) -> Result<(), ResultCode>;
+
+    /// As [`Policy::check`], for an info command whose full text is
+    /// `command` (what an audit trail reports as the action's detail).
+    fn check_command(
+        &self,
+        caller: &Caller,
+        permission: Permission,
+        namespace: Option<&str>,
+        set: Option<&[u8]>,
+        command: &str,
+    ) -> Result<(), ResultCode> {
+        let _ = command;
+        self.check(caller, permission, namespace, set)
+    }
 }
 
 /// Who is asking.
@@ -129,6 +143,24 @@ impl Caller {
         match &self.access {
             Access::Open | Access::Node => Ok(()),
             Access::Policy(policy) => policy.check(self, permission, namespace, set),
+        }
+    }
+}
+
+impl Caller {
+    /// As [`Caller::check`], for the info command `command` (its full text).
+    pub fn check_command(
+        &self,
+        permission: Permission,
+        namespace: Option<&str>,
+        set: Option<&[u8]>,
+        command: &str,
+    ) -> Result<(), ResultCode> {
+        match &self.access {
+            Access::Open | Access::Node => Ok(()),
+            Access::Policy(policy) => {
+                policy.check_command(self, permission, namespace, set, command)
+            }
         }
     }
 }

@@ -161,7 +161,9 @@ pub trait StreamJob: Send {
 pub enum Outcome {
     /// The whole response is in `out`.
     Answered,
-    /// The response follows from this job (nothing was appended).
+    /// The response follows from this job. What was appended to `out`
+    /// before it goes first (a query answers its first records inline and
+    /// streams the rest; other jobs append nothing).
     Stream(Box<dyn StreamJob>),
     /// The response needs other nodes first (nothing was appended).
     Remote(Remote),

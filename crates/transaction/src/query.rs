@@ -74,6 +74,11 @@ pub struct IndexQuery {
     /// A record may have several matching entries (a collection index
     /// read over a range): send it once per partition.
     dedup: bool,
+    /// Matching entries a window collects at most, and entries it looks
+    /// at at most ([`WINDOW_ENTRIES`], [`WINDOW_VISITS`] unless
+    /// [`IndexQuery::set_window`] says otherwise).
+    window_entries: usize,
+    window_visits: usize,
     cursor: Cursor,
 }
 
@@ -219,8 +224,19 @@ impl IndexQuery {
             ranges,
             resume_bvals,
             dedup,
+            window_entries: WINDOW_ENTRIES,
+            window_visits: WINDOW_VISITS,
             cursor: Cursor::default(),
         })
+    }
+
+    /// Bounds the windows walked from now on: at most `entries` matching
+    /// entries and `visits` entries looked at each (at least one of each).
+    /// A query answered on the event loop walks small windows, and larger
+    /// ones once it streams; where it resumes does not change.
+    pub fn set_window(&mut self, entries: usize, visits: usize) {
+        self.window_entries = entries.clamp(1, WINDOW_ENTRIES);
+        self.window_visits = visits.clamp(1, WINDOW_VISITS);
     }
 
     /// Adds partition `pid` to those the query reads, resuming strictly
@@ -351,11 +367,12 @@ impl IndexQuery {
         let mut visits = 0;
         let mut stopped = None;
         let resumes = !cursor.resume.is_empty();
+        let (window_entries, window_visits) = (self.window_entries, self.window_visits);
         self.index.walk(shard, &lower, |entry| {
             if *entry > upper {
                 return false;
             }
-            if visits == WINDOW_VISITS || found.len() == WINDOW_ENTRIES {
+            if visits == window_visits || found.len() == window_entries {
                 stopped = Some(*entry);
                 return false;
             }
@@ -627,6 +644,8 @@ mod tests {
             ranges: vec![(start, end)],
             resume_bvals: HashMap::new(),
             dedup: false,
+            window_entries: WINDOW_ENTRIES,
+            window_visits: WINDOW_VISITS,
             cursor: Cursor::default(),
         }
     }
@@ -699,6 +718,49 @@ mod tests {
         let (found, _) = drain(&mut q, false, |_| {});
         assert_eq!(found.values().map(Vec::len).sum::<usize>(), 40);
         assert!(found.values().flatten().all(|(bval, _)| *bval == 7));
+    }
+
+    #[test]
+    fn small_windows_then_large_ones_hand_out_the_same_candidates() {
+        let index = index();
+        let mut model: BTreeMap<u16, Vec<(i64, Digest)>> = BTreeMap::new();
+        for n in 0..20_000u32 {
+            let pid = (n.wrapping_mul(2_654_435_761) % PARTITION_COUNT as u32) as u16;
+            let bval = i64::from(n % 500);
+            let d = digest(pid, n);
+            index.update(usize::from(pid), &d, &[], &[bval]);
+            if (10..=60).contains(&bval) {
+                model.entry(pid).or_default().push((bval, d));
+            }
+        }
+        for list in model.values_mut() {
+            list.sort_by_key(|(bval, d)| (*bval, d.0));
+        }
+        // Windows of 5 matching entries (or 17 looked at) for the first
+        // 40 steps, as on the event loop, then the usual windows.
+        let mut q = query(&index, 10, 60);
+        q.read_partitions(&all_partitions());
+        q.set_window(5, 17);
+        let mut found: BTreeMap<u16, Vec<(i64, Digest)>> = BTreeMap::new();
+        let (mut done, mut steps, mut buffer) = (0, 0, Vec::new());
+        while let Some(step) = q.next_step(&mut buffer) {
+            match step {
+                Step::Candidates(pid) => {
+                    for (_, digest) in &buffer {
+                        q.sent(digest);
+                    }
+                    found.entry(pid).or_default().extend(buffer.iter().copied());
+                }
+                Step::ShardDone(n) => done += n,
+            }
+            steps += 1;
+            if steps == 40 {
+                q.set_window(usize::MAX, usize::MAX);
+            }
+        }
+        assert!(steps > 40);
+        assert_eq!(done, PARTITION_COUNT);
+        assert_eq!(found, model);
     }
 
     #[test]

@@ -75,7 +75,19 @@ pub struct ScanJob {
     error: Option<ResultCode>,
     /// Request buffers for a background job's writes.
     scratch: crate::Scratch,
+    /// Query candidates `fill` may still look at before it yields (a
+    /// query answered on the event loop; unbounded once it streams).
+    candidates_left: usize,
 }
+
+/// A query answers on the event loop that took it, straight into the
+/// connection's output, as long as it has looked at no more than this
+/// many candidate records (and filled no more than a chunk): a short
+/// query then costs no job, thread hop or chunk buffers. What is left
+/// streams from there as any query does.
+pub const INLINE_CANDIDATES: usize = 2_048;
+/// Index entries a window looks at most while the query is inline.
+const INLINE_VISITS: usize = 8_192;
 
 pub fn start(
     store: &Store,
@@ -90,7 +102,12 @@ pub fn start(
             append_last(out, job.spawn().err().unwrap_or(ResultCode::Ok));
             Outcome::Answered
         }
-        Ok(Some(job)) => Outcome::Stream(Box::new(job)),
+        Ok(Some(mut job)) => {
+            if job.answers_inline(cluster) && job.fill_inline(out) {
+                return Outcome::Answered;
+            }
+            Outcome::Stream(Box::new(job))
+        }
         Ok(None) => {
             append_last(out, ResultCode::Ok);
             Outcome::Answered
@@ -201,6 +218,7 @@ fn plan(
         mode,
         error: None,
         scratch: crate::Scratch::default(),
+        candidates_left: usize::MAX,
     }))
 }
 
@@ -479,7 +497,11 @@ impl StreamJob for ScanJob {
         // Records past their void time by now are left out of this chunk.
         self.now = now_citrusleaf_seconds();
         loop {
-            if self.limit_reached() || self.error.is_some() || out.len() - frame >= CHUNK_BYTES {
+            if self.limit_reached()
+                || self.error.is_some()
+                || out.len() - frame >= CHUNK_BYTES
+                || self.candidates_left == 0
+            {
                 break;
             }
             // A throttled scan sends what it has before it waits, so its
@@ -510,6 +532,7 @@ impl StreamJob for ScanJob {
             match step {
                 Step::Candidates(pid) => {
                     self.throttle();
+                    self.candidates_left = self.candidates_left.saturating_sub(candidates.len());
                     self.read_records(pid, Source::Index(&candidates), out);
                 }
                 Step::ShardDone(partitions) => {
@@ -559,6 +582,38 @@ enum Source<'c> {
 }
 
 impl ScanJob {
+    /// Whether the job may begin on the event loop: a query that answers
+    /// records (not an aggregation, not a background job) at no set rate,
+    /// asked by a client (a proxied request is not streamed at all).
+    fn answers_inline(&self, cluster: &Cluster<'_>) -> bool {
+        self.query.is_some()
+            && matches!(self.mode, Mode::Records)
+            && self.records_per_second == 0
+            && !cluster.from_proxy
+    }
+
+    /// Answers as much of the query as [`INLINE_CANDIDATES`] allow into
+    /// `out`, in small index windows; true if that was all of it (the
+    /// LAST message is in `out`). Otherwise what it answered goes out
+    /// first and the job streams the rest, resuming where it stopped.
+    fn fill_inline(&mut self, out: &mut Vec<u8>) -> bool {
+        let start = out.len();
+        if let Some(query) = &mut self.query {
+            query.set_window(INLINE_CANDIDATES, INLINE_VISITS);
+        }
+        self.candidates_left = INLINE_CANDIDATES;
+        let finished = self.fill(out);
+        self.candidates_left = usize::MAX;
+        if let Some(query) = &mut self.query {
+            query.set_window(usize::MAX, usize::MAX);
+        }
+        if !finished && out.len() == start + bolide_wire::PROTO_HEADER_BYTES {
+            // Nothing answered yet: no empty frame.
+            out.truncate(start);
+        }
+        finished
+    }
+
     /// Runs a background job on a thread of its own.
     fn spawn(mut self) -> Result<(), ResultCode> {
         let Mode::Background(work) = &self.mode else {

@@ -251,6 +251,53 @@ fn operate_increments_appends_and_reads_in_order() {
 }
 
 #[test]
+fn many_bins_in_one_request_keep_each_name_once() {
+    // Past a few dozen bins the write path finds bins through a map: bins
+    // added, rewritten, removed (which shifts the ones after) and added
+    // again in one request must come out as a scan of the bins would.
+    let store = store();
+    let mut first = Request::new(3);
+    for i in 0..100u8 {
+        first = first.op(op_type::WRITE, particle::INTEGER, &format!("b{i}"), &[i]);
+    }
+    first.header.info2 = info2::WRITE;
+    assert_eq!(run(&store, &first).result, 0);
+    let mut second = Request::new(3)
+        .op(op_type::WRITE, particle::NULL, "b10", &[])
+        .op(op_type::WRITE, particle::INTEGER, "b99", &[1, 0])
+        .op(op_type::WRITE, particle::INTEGER, "new", &[7])
+        .op(op_type::WRITE, particle::NULL, "b0", &[])
+        .op(op_type::INCR, particle::INTEGER, "new", &[1])
+        .op(op_type::WRITE, particle::INTEGER, "b10", &[42])
+        .op(op_type::INCR, particle::INTEGER, "b50", &[100]);
+    second.header.info2 = info2::WRITE;
+    assert_eq!(run(&store, &second).result, 0);
+    let reply = run(&store, &get(3));
+    let bins: std::collections::HashMap<Vec<u8>, i64> = reply
+        .ops
+        .iter()
+        .map(|(_, _, name, value)| {
+            (
+                name.clone(),
+                i64::from_be_bytes(value[..8].try_into().expect("8 bytes")),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reply.ops.len(),
+        100,
+        "100 - b0 + new (b10 removed, then added again)"
+    );
+    assert_eq!(bins.len(), 100, "no name twice");
+    assert!(!bins.contains_key(b"b0".as_slice()));
+    assert_eq!(bins[b"b10".as_slice()], 42);
+    assert_eq!(bins[b"b99".as_slice()], 256);
+    assert_eq!(bins[b"new".as_slice()], 8);
+    assert_eq!(bins[b"b50".as_slice()], 150);
+    assert_eq!(bins[b"b1".as_slice()], 1);
+}
+
+#[test]
 fn delete_then_not_found() {
     let store = store();
     run(&store, &put(1, "a", particle::STRING, b"x"));

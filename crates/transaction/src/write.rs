@@ -139,9 +139,13 @@ pub fn execute<'a, R: Reply + ?Sized>(
     // Op results go straight into the answer; a failure drops them.
     reply.begin();
     let mut touch = false;
+    let mut positions = BinPositions::default();
     for op in request.ops.iter() {
         touch |= op.op_type == op_type::TOUCH;
-        apply(&mut bins, op, respond_all, &context, reply)?;
+        let position = positions.find(&bins, op.name);
+        let len_before = bins.len();
+        apply(&mut bins, position, op, respond_all, &context, reply)?;
+        positions.after(&bins, len_before, position);
     }
     if touch && existing_meta.is_none() {
         return Err(ResultCode::NotFound);
@@ -479,15 +483,62 @@ impl Context<'_> {
     }
 }
 
-/// Applies one op to the working bins, appending its result (if any).
+/// Where each bin of the working copy is, by name. A record has few bins
+/// as a rule and a scan of them is fastest; a request that writes
+/// thousands of bins (up to 32,767) would make that scan quadratic, so past
+/// [`BinPositions::SCAN_MAX`] bins the names go into a map, kept up to date
+/// when an op appends a bin and rebuilt when one removes a bin.
+#[derive(Default)]
+struct BinPositions<'a> {
+    map: Option<std::collections::HashMap<&'a [u8], usize>>,
+}
+
+impl<'a> BinPositions<'a> {
+    const SCAN_MAX: usize = 32;
+
+    /// The index of the bin named `name`, if the working copy has one.
+    fn find(&mut self, bins: &[WorkBin<'a>], name: &[u8]) -> Option<usize> {
+        if bins.len() <= Self::SCAN_MAX && self.map.is_none() {
+            return bins.iter().position(|bin| bin.name == name);
+        }
+        let map = self.map.get_or_insert_with(|| {
+            bins.iter()
+                .enumerate()
+                .map(|(index, bin)| (bin.name, index))
+                .collect()
+        });
+        map.get(name).copied()
+    }
+
+    /// After an op that found the bin at `position` when there were
+    /// `len_before` bins: an appended bin joins the map; any other change
+    /// of length (a removed bin shifts those after it) drops the map.
+    fn after(&mut self, bins: &[WorkBin<'a>], len_before: usize, position: Option<usize>) {
+        let Some(map) = self.map.as_mut() else {
+            return;
+        };
+        if bins.len() == len_before {
+            return;
+        }
+        match bins.last() {
+            Some(last) if position.is_none() && bins.len() == len_before + 1 => {
+                map.insert(last.name, bins.len() - 1);
+            }
+            _ => self.map = None,
+        }
+    }
+}
+
+/// Applies one op to the working bins, appending its result (if any);
+/// `position` is the index of the bin the op names, if there is one.
 fn apply<'a, R: Reply + ?Sized>(
     bins: &mut Vec<WorkBin<'a>>,
+    position: Option<usize>,
     op: Op<'a>,
     respond_all: bool,
     context: &Context<'_>,
     reply: &mut R,
 ) -> Result<(), ResultCode> {
-    let position = bins.iter().position(|bin| bin.name == op.name);
     match op.op_type {
         op_type::EXP_READ => {
             let exp = expression::parse_op(op.value, false)?;

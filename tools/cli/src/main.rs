@@ -109,7 +109,7 @@ enum Command {
         progress: bool,
     },
     /// Back up a namespace to .asb files (asbackup's flags; docs/backup.md).
-    Backup(backup::BackupArgs),
+    Backup(Box<backup::BackupArgs>),
     /// Restore .asb files (asrestore's flags; docs/backup.md).
     Restore(backup::RestoreArgs),
     /// Users, roles and privileges of a secured cluster (as asadm's manage acl).
@@ -257,7 +257,7 @@ fn main() -> ExitCode {
             };
             sql::run(&target, command.as_deref(), format, progress)
         }
-        Command::Backup(arguments) => backup::backup(&target, arguments),
+        Command::Backup(arguments) => backup::backup(&target, *arguments),
         Command::Restore(arguments) => backup::restore(&target, arguments),
         Command::Acl { command } => acl::run(&target, command),
     };

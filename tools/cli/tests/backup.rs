@@ -9,84 +9,28 @@
 //! resume) are tests/python/test_backup*.py.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Output, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 const SAMPLE: &[u8] = b"Version 3.1\n# namespace test\n# first-file\n+ k S 4 key1\n+ n test\n\
 + d 7JEZLUt/jONdXXjTS8ply6qqyWA=\n+ s demo\n+ g 1\n+ t 428179113\n+ b 3\n\
 - I foo 123\n- S bar 3 abc\n- Z baz T\n";
 const CITRUSLEAF_EPOCH: u64 = 1_262_304_000;
 
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-fn server_binary() -> PathBuf {
-    let path = std::env::var_os("BOLIDED_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/bolided"),
-        PathBuf::from,
-    );
-    assert!(
-        path.is_file(),
-        "bolided not found at {} (cargo build --release -p bolide-server)",
-        path.display()
-    );
-    path
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
+mod common;
+use common::Server;
 
 impl Server {
     fn start(tag: &str) -> Server {
-        let dir = std::env::temp_dir().join(format!("bolide-backup-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let port = free_port();
-        let config = format!(
-            "service {{\n    cluster-name backup-test\n    service-threads 2\n    work-directory {}\n}}\n\
-             network {{\n    service {{\n        address 127.0.0.1\n        port {port}\n    }}\n}}\n\
-             namespace test {{\n    default-ttl 0\n}}\n",
-            dir.join("work").display()
-        );
-        std::fs::write(dir.join("bolide.conf"), config).expect("config");
-        let child = Command::new(server_binary())
-            .arg("--config")
-            .arg(dir.join("bolide.conf"))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn bolided");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "bolided did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server { child, port, dir }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_bolide"));
-        command
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .env("HOME", &self.dir);
-        command
-    }
-
-    fn bolide(&self, args: &[&str]) -> Output {
-        self.command(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run bolide")
+        Server::start_config("backup", tag, |dir, port| {
+            format!(
+                "service {{\n    cluster-name backup-test\n    service-threads 2\n    work-directory {}\n}}\n\
+                 network {{\n    service {{\n        address 127.0.0.1\n        port {port}\n    }}\n}}\n\
+                 namespace test {{\n    default-ttl 0\n}}\n",
+                dir.join("work").display()
+            )
+        })
     }
 
     fn ok(&self, args: &[&str]) -> Output {
@@ -127,14 +71,6 @@ impl Server {
             .find_map(|pair| pair.strip_prefix("objects="))
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or_else(|| panic!("no objects in {text}"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -363,5 +299,148 @@ fn progress_shows_with_the_flag_and_not_without() {
         stderr(&output).contains("backed up 400 records"),
         "{}",
         stderr(&output)
+    );
+}
+
+/// The records of a single-file backup: their "+ k" lines.
+fn keys_in(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .expect("backup file")
+        .lines()
+        .filter(|line| line.starts_with("+ k "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// --no-ttl-only keeps the records that never expire, --filter-exp those
+/// a client-built expression selects, --max-records stops at that many
+/// (and says so); a --filter-exp that is not base64 is refused.
+#[test]
+fn no_ttl_only_filter_exp_and_max_records_select_records() {
+    let server = Server::start("select");
+    server.fill(10);
+    // Give keys 0-3 a time to live: back them up, set a void time in the
+    // file, restore them over themselves.
+    let all = server.dir.join("all.asb");
+    server.ok(&["backup", "-n", "test", "-o", all.to_str().expect("path")]);
+    let future = now_citrusleaf() + 86_400;
+    let mut text = String::new();
+    let mut current_key = None;
+    for line in std::fs::read_to_string(&all).expect("backup").lines() {
+        if let Some(key) = line.strip_prefix("+ k I ") {
+            current_key = key.trim().parse::<u64>().ok();
+        }
+        match (line.starts_with("+ t "), current_key) {
+            (true, Some(key)) if key < 4 => text.push_str(&format!("+ t {future}\n")),
+            _ => {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+    }
+    let with_ttl = server.dir.join("ttl.asb");
+    std::fs::write(&with_ttl, text).expect("write");
+    server.ok(&[
+        "restore",
+        "-i",
+        with_ttl.to_str().expect("path"),
+        "--no-generation",
+    ]);
+
+    let persistent = server.dir.join("persistent.asb");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "--no-ttl-only",
+        "-o",
+        persistent.to_str().expect("path"),
+    ]);
+    assert!(
+        stderr(&output).contains("backed up 6 records"),
+        "{}",
+        stderr(&output)
+    );
+    let mut keys = keys_in(&persistent);
+    keys.sort();
+    assert_eq!(
+        keys,
+        (4..10).map(|k| format!("+ k I {k}")).collect::<Vec<_>>()
+    );
+
+    // n >= 7, as Exp.ge(Exp.int_bin("n"), Exp.val(7)).build() encodes it.
+    use base64::Engine;
+    let expression = [0x93, 0x04, 0x93, 0x51, 0x02, 0xa1, b'n', 0x07];
+    let encoded = base64::engine::general_purpose::STANDARD.encode(expression);
+    let filtered = server.dir.join("filtered.asb");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "--filter-exp",
+        &encoded,
+        "-o",
+        filtered.to_str().expect("path"),
+    ]);
+    assert!(
+        stderr(&output).contains("backed up 3 records"),
+        "{}",
+        stderr(&output)
+    );
+    let mut keys = keys_in(&filtered);
+    keys.sort();
+    assert_eq!(keys, ["+ k I 7", "+ k I 8", "+ k I 9"]);
+
+    let some = server.dir.join("some.asb");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "-M",
+        "3",
+        "-o",
+        some.to_str().expect("path"),
+    ]);
+    assert!(
+        stderr(&output).contains("backed up 3 records"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("stopped at --max-records 3"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(keys_in(&some).len(), 3);
+    // The rest comes with --continue: every record once.
+    let state = server.dir.join("some.asb.state");
+    assert!(state.is_file(), "no state file after --max-records");
+    let output = server.ok(&[
+        "backup",
+        "-n",
+        "test",
+        "-o",
+        some.to_str().expect("path"),
+        "--continue",
+        state.to_str().expect("path"),
+    ]);
+    assert!(
+        stderr(&output).contains("backed up 7 records"),
+        "{}",
+        stderr(&output)
+    );
+    let mut keys = keys_in(&some);
+    keys.sort_by_key(|key| key[6..].parse::<u32>().unwrap_or(u32::MAX));
+    assert_eq!(
+        keys,
+        (0..10).map(|k| format!("+ k I {k}")).collect::<Vec<_>>()
+    );
+
+    let refused = server.bolide(&["backup", "-n", "test", "--filter-exp", "%%%", "-o", "-"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("--filter-exp is not base64"),
+        "{}",
+        stderr(&refused)
     );
 }

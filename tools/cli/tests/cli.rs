@@ -5,37 +5,12 @@
 //! bolide-server`); a missing binary fails the test.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-fn server_binary() -> PathBuf {
-    let path = std::env::var_os("BOLIDED_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/bolided"),
-        PathBuf::from,
-    );
-    assert!(
-        path.is_file(),
-        "bolided not found at {} (cargo build --release -p bolide-server)",
-        path.display()
-    );
-    path
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
+mod common;
+use common::{free_port, Server};
 
 impl Server {
     fn start(tag: &str) -> Server {
@@ -44,37 +19,13 @@ impl Server {
 
     /// A node whose configuration ends with `extra` (a `security { }`).
     fn start_with(tag: &str, extra: &str) -> Server {
-        let dir = std::env::temp_dir().join(format!("bolide-cli-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let port = free_port();
-        let config = format!(
-            "service {{\n    cluster-name cli-test\n    service-threads 2\n    ticker-interval 1\n}}\n\
-             network {{\n    service {{\n        address 127.0.0.1\n        port {port}\n    }}\n}}\n\
-             namespace test {{\n    default-ttl 0\n}}\nnamespace bar {{\n}}\n{extra}"
-        );
-        std::fs::write(dir.join("bolide.conf"), config).expect("config");
-        let child = Command::new(server_binary())
-            .arg("--config")
-            .arg(dir.join("bolide.conf"))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn bolided");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "bolided did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server { child, port, dir }
-    }
-
-    fn bolide(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_bolide"))
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .env("HOME", &self.dir)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run bolide")
+        Server::start_config("cli", tag, |_, port| {
+            format!(
+                "service {{\n    cluster-name cli-test\n    service-threads 2\n    ticker-interval 1\n}}\n\
+                 network {{\n    service {{\n        address 127.0.0.1\n        port {port}\n    }}\n}}\n\
+                 namespace test {{\n    default-ttl 0\n}}\nnamespace bar {{\n}}\n{extra}"
+            )
+        })
     }
 
     fn sql(&self, statements: &str) -> (String, String) {
@@ -111,14 +62,6 @@ impl Server {
         let output = self.bolide(&["asinfo", command]);
         assert!(output.status.success());
         texts(&output).0.trim_end().to_owned()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -19,6 +19,7 @@
 use super::records::Records;
 use super::Context as Node;
 use super::{bump, migrate, remote};
+use crate::net::{Connection, WriteHalf};
 use bolide_cluster::codec::{self, FRAME_HEADER_BYTES};
 use bolide_cluster::datapath::{self, Reply, Token};
 use bolide_cluster::fabric::{code, Channel, Fabric};
@@ -29,10 +30,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -95,8 +95,70 @@ impl Mailbox {
     }
 }
 
+/// Frames waiting to be written on one connection: whoever sends appends
+/// whole frames to one buffer, and the connection's writer takes the
+/// buffer whole (handing back its empty one) and writes it in one go. No
+/// allocation or copy per frame, and every frame that piles up while a
+/// write is under way leaves in the next one (acks under load, above all).
+#[derive(Default)]
+struct Outgoing {
+    buffer: RefCell<Vec<u8>>,
+    ready: Notify,
+    closed: Cell<bool>,
+}
+
+impl Outgoing {
+    /// Appends what `encode` writes (whole frames); false once the
+    /// connection is closed.
+    fn push(&self, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+        if self.closed.get() {
+            return false;
+        }
+        let mut buffer = self.buffer.borrow_mut();
+        let was_empty = buffer.is_empty();
+        encode(&mut buffer);
+        if was_empty && !buffer.is_empty() {
+            self.ready.notify_one();
+        }
+        true
+    }
+
+    fn close(&self) {
+        self.closed.set(true);
+        self.ready.notify_one();
+    }
+
+    /// Writes what is appended, in order, until it is closed (what was
+    /// appended before goes out first) or a write fails (which closes it).
+    async fn write_to(&self, writer: &mut WriteHalf) {
+        let mut batch = Vec::with_capacity(WRITE_BATCH_BYTES);
+        loop {
+            if self.buffer.borrow().is_empty() {
+                if self.closed.get() {
+                    return;
+                }
+                self.ready.notified().await;
+                continue;
+            }
+            std::mem::swap(&mut *self.buffer.borrow_mut(), &mut batch);
+            // A TLS writer holds records until flushed.
+            let failed = writer.write_all(&batch).await.is_err() || writer.flush().await.is_err();
+            batch.clear();
+            if batch.capacity() > WRITE_BATCH_BYTES {
+                // A burst grew it: back to the usual size.
+                batch = Vec::with_capacity(WRITE_BATCH_BYTES);
+            }
+            if failed {
+                self.close();
+                self.buffer.borrow_mut().clear();
+                return;
+            }
+        }
+    }
+}
+
 struct Lane {
-    frames: mpsc::UnboundedSender<Vec<u8>>,
+    out: Outgoing,
     pending: RefCell<HashMap<u64, (Rc<Mailbox>, Token)>>,
     next_id: Cell<u64>,
     closed: Cell<bool>,
@@ -106,6 +168,7 @@ struct Lane {
 impl Lane {
     fn close(&self) {
         self.closed.set(true);
+        self.out.close();
         let pending = std::mem::take(&mut *self.pending.borrow_mut());
         for (_, (mailbox, token)) in pending {
             mailbox.deliver(token, ReplyFrame::Lost);
@@ -169,9 +232,7 @@ pub fn send(
     lane.pending
         .borrow_mut()
         .insert(id, (Rc::clone(mailbox), token));
-    let mut frame = Vec::new();
-    encode(id, &mut frame);
-    if lane.frames.send(frame).is_err() {
+    if !lane.out.push(|out| encode(id, out)) {
         lane.close();
     }
 }
@@ -184,9 +245,8 @@ fn lane(node: &Arc<Node>, to: NodeId, channel: Channel) -> Option<Rc<Lane>> {
         }
     }
     let endpoint = node.cluster.fabric_endpoint(to)?;
-    let (frames, receiver) = mpsc::unbounded_channel();
     let lane = Rc::new(Lane {
-        frames,
+        out: Outgoing::default(),
         pending: RefCell::new(HashMap::new()),
         next_id: Cell::new(1),
         closed: Cell::new(false),
@@ -198,28 +258,38 @@ fn lane(node: &Arc<Node>, to: NodeId, channel: Channel) -> Option<Rc<Lane>> {
         Rc::clone(&lane),
         endpoint.to_string(),
         channel,
-        receiver,
     ));
     Some(lane)
 }
 
-async fn run_lane(
-    node: Arc<Node>,
-    lane: Rc<Lane>,
-    address: String,
-    channel: Channel,
-    mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
-) {
+async fn run_lane(node: Arc<Node>, lane: Rc<Lane>, address: String, channel: Channel) {
     let local = node.cluster.fabric_bind.ip();
-    let stream =
-        match tokio::time::timeout(CONNECT_TIMEOUT, super::connect_from(local, &address)).await {
-            Ok(Ok(stream)) => stream,
-            _ => {
-                lane.close();
-                return;
+    let tls = node.cluster.fabric_tls.get().map(|tls| &tls.client);
+    // A handshake adds round trips (and signatures) to the connect.
+    let limit = if tls.is_some() {
+        CONNECT_TIMEOUT * 3
+    } else {
+        CONNECT_TIMEOUT
+    };
+    let stream = match tokio::time::timeout(limit, Connection::connect(local, &address, tls)).await
+    {
+        Ok(Ok(stream)) => stream,
+        failed => {
+            if let (Some(_), Ok(Err(error))) = (tls, &failed) {
+                if super::is_handshake_error(error) {
+                    super::handshake_failed(
+                        &node.cluster.counters.fabric_tls_handshake_failures,
+                        "fabric",
+                        false,
+                        &address,
+                        error,
+                    );
+                }
             }
-        };
-    let _ = stream.set_nodelay(true);
+            lane.close();
+            return;
+        }
+    };
     bump(&node.cluster.counters.fabric_connections_opened);
     let (mut reader, mut writer) = stream.into_split();
     let mut hello = Vec::new();
@@ -229,7 +299,8 @@ async fn run_lane(
         channel,
     }
     .encode(&mut hello);
-    if writer.write_all(&hello).await.is_err() {
+    // Flushed: a TLS session may hold what it was given.
+    if writer.write_all(&hello).await.is_err() || writer.flush().await.is_err() {
         lane.close();
         return;
     }
@@ -237,18 +308,13 @@ async fn run_lane(
     let reading = tokio::task::spawn_local(async move {
         let mut buffer = Vec::with_capacity(64 * 1024);
         loop {
-            loop {
-                match codec::split_frame(&buffer) {
-                    Ok(Some((header, body, total))) => {
-                        answers.answered(header.kind, body);
-                        buffer.drain(..total);
-                    }
-                    Ok(None) => break,
-                    Err(_) => {
-                        answers.close();
-                        return;
-                    }
-                }
+            let answered = each_frame(&mut buffer, |header, body| {
+                answers.answered(header.kind, body);
+                Ok(())
+            });
+            if answered.is_err() {
+                answers.close();
+                return;
             }
             match read_more(&mut reader, &mut buffer).await {
                 Ok(0) | Err(_) => {
@@ -259,35 +325,50 @@ async fn run_lane(
             }
         }
     });
-    let mut batch = Vec::with_capacity(WRITE_BATCH_BYTES);
-    while let Some(frame) = frames.recv().await {
-        batch.clear();
-        batch.extend_from_slice(&frame);
-        while batch.len() < WRITE_BATCH_BYTES {
-            match frames.try_recv() {
-                Ok(more) => batch.extend_from_slice(&more),
-                Err(_) => break,
-            }
-        }
-        if writer.write_all(&batch).await.is_err() || lane.closed.get() {
-            break;
-        }
-    }
+    lane.out.write_to(&mut writer).await;
     lane.close();
     reading.abort();
     bump(&node.cluster.counters.fabric_connections_closed);
 }
 
 async fn read_more(
-    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    reader: &mut (impl AsyncRead + Unpin),
     buffer: &mut Vec<u8>,
 ) -> std::io::Result<usize> {
     use tokio::io::AsyncReadExt;
-    let start = buffer.len();
-    buffer.resize(start + 64 * 1024, 0);
-    let result = reader.read(&mut buffer[start..]).await;
-    let read = *result.as_ref().unwrap_or(&0);
-    buffer.truncate(start + read);
+    // Into the spare capacity: no zeroing of 64 KiB per read.
+    if buffer.capacity() - buffer.len() < READ_SPARE_BYTES {
+        buffer.reserve(READ_BYTES);
+    }
+    reader.read_buf(buffer).await
+}
+
+/// Bytes a fabric read asks for, and the spare room below which the
+/// buffer grows before a read.
+const READ_BYTES: usize = 64 * 1024;
+const READ_SPARE_BYTES: usize = 16 * 1024;
+
+/// Answers every complete frame at the start of `buffer` with `each`,
+/// then drops them from it in one move; Err once a frame is invalid or
+/// `each` fails.
+fn each_frame(
+    buffer: &mut Vec<u8>,
+    mut each: impl FnMut(codec::FrameHeader, &[u8]) -> Result<(), ()>,
+) -> Result<(), ()> {
+    let mut done = 0;
+    let result = loop {
+        match codec::split_frame(buffer.get(done..).unwrap_or_default()) {
+            Ok(Some((header, body, total))) => {
+                if each(header, body).is_err() {
+                    break Err(());
+                }
+                done += total;
+            }
+            Ok(None) => break Ok(()),
+            Err(_) => break Err(()),
+        }
+    };
+    buffer.drain(..done);
     result
 }
 
@@ -308,10 +389,27 @@ fn dropped(node: &Node, address: Option<std::net::SocketAddr>, reason: &str) {
 
 /// Serves an accepted fabric connection: reads its HELLO, then serves
 /// requests here or hands a bulk connection to the migrate thread.
-pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
+pub async fn serve(node: Arc<Node>, stream: TcpStream) {
     bump(&node.cluster.counters.fabric_connections_opened);
     let address = stream.peer_addr().ok();
+    // With TLS, a peer without a certificate from the cluster's CA is
+    // refused here, before its HELLO is read.
+    let tls = node.cluster.fabric_tls.get().map(|tls| &tls.server);
+    let mut stream = match Connection::accept(stream, tls).await {
+        Ok(stream) => stream,
+        Err(error) => {
+            let peer = address.map_or_else(|| "?".to_owned(), |address| address.to_string());
+            super::handshake_failed(
+                &node.cluster.counters.fabric_tls_handshake_failures,
+                "fabric",
+                true,
+                &peer,
+                &error,
+            );
+            bump(&node.cluster.counters.fabric_connections_closed);
+            return;
+        }
+    };
     let mut buffer = Vec::with_capacity(4096);
     let hello = tokio::time::timeout(HELLO_TIMEOUT, read_hello(&mut stream, &mut buffer)).await;
     let refused = match &hello {
@@ -348,7 +446,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
             }
         }
         Channel::Bulk => {
-            if let Ok(stream) = stream.into_std() {
+            if let Ok(stream) = stream.hand_off() {
                 let _ = node.cluster.migrations.send(migrate::Command::Bulk {
                     stream,
                     leftover: buffer,
@@ -373,7 +471,7 @@ const HELLO_BODY_BYTES_MAX: usize = 4096;
 
 /// Reads the HELLO: (node, channel, cluster name).
 async fn read_hello(
-    stream: &mut TcpStream,
+    stream: &mut Connection,
     buffer: &mut Vec<u8>,
 ) -> Result<(NodeId, Channel, String), HelloError> {
     let bad = |what: &str| HelloError::Bad(what.to_owned());
@@ -420,18 +518,26 @@ async fn read_hello(
 /// Requests from another node on one connection, answered in any order.
 async fn serve_requests(
     node: &Arc<Node>,
-    stream: TcpStream,
+    stream: Connection,
     mut buffer: Vec<u8>,
 ) -> Result<(), ()> {
-    let (mut reader, writer) = stream.into_split();
-    let (answers, receiver) = mpsc::unbounded_channel::<Vec<u8>>();
-    tokio::task::spawn_local(write_answers(writer, receiver));
-    loop {
-        while let Some((header, body, total)) = codec::split_frame(&buffer).map_err(|_| ())? {
-            let request = Fabric::decode(header.kind, body).map_err(|_| ())?;
-            handle_request(node, request, &answers)?;
-            buffer.drain(..total);
+    let (mut reader, mut writer) = stream.into_split();
+    let answers = Rc::new(Outgoing::default());
+    let writing = Rc::clone(&answers);
+    tokio::task::spawn_local(async move { writing.write_to(&mut writer).await });
+    // The writer ends once the connection does.
+    struct CloseOnDrop(Rc<Outgoing>);
+    impl Drop for CloseOnDrop {
+        fn drop(&mut self) {
+            self.0.close();
         }
+    }
+    let _close = CloseOnDrop(Rc::clone(&answers));
+    loop {
+        each_frame(&mut buffer, |header, body| {
+            let request = Fabric::decode(header.kind, body).map_err(|_| ())?;
+            handle_request(node, request, &answers)
+        })?;
         match read_more(&mut reader, &mut buffer).await {
             Ok(0) => return Ok(()),
             Ok(_) => {}
@@ -440,34 +546,11 @@ async fn serve_requests(
     }
 }
 
-async fn write_answers(mut writer: OwnedWriteHalf, mut answers: mpsc::UnboundedReceiver<Vec<u8>>) {
-    let mut batch = Vec::with_capacity(WRITE_BATCH_BYTES);
-    while let Some(answer) = answers.recv().await {
-        batch.clear();
-        batch.extend_from_slice(&answer);
-        while batch.len() < WRITE_BATCH_BYTES {
-            match answers.try_recv() {
-                Ok(more) => batch.extend_from_slice(&more),
-                Err(_) => break,
-            }
-        }
-        if writer.write_all(&batch).await.is_err() {
-            return;
-        }
-    }
+fn send_ack(answers: &Outgoing, id: u64, code: u8) {
+    answers.push(|out| Fabric::Ack { id, code }.encode(out));
 }
 
-fn send_ack(answers: &mpsc::UnboundedSender<Vec<u8>>, id: u64, code: u8) {
-    let mut frame = Vec::with_capacity(32);
-    Fabric::Ack { id, code }.encode(&mut frame);
-    let _ = answers.send(frame);
-}
-
-fn handle_request(
-    node: &Arc<Node>,
-    request: Fabric<'_>,
-    answers: &mpsc::UnboundedSender<Vec<u8>>,
-) -> Result<(), ()> {
+fn handle_request(node: &Arc<Node>, request: Fabric<'_>, answers: &Rc<Outgoing>) -> Result<(), ()> {
     let counters = &node.cluster.counters;
     match request {
         Fabric::ReplicaWrite {
@@ -489,7 +572,7 @@ fn handle_request(
             match ack.wait {
                 None => send_ack(answers, id, ack.code),
                 Some(wait) => {
-                    let answers = answers.clone();
+                    let answers = Rc::clone(answers);
                     tokio::task::spawn_local(async move {
                         let code = if wait.wait().await.is_ok() {
                             ack.code
@@ -508,19 +591,19 @@ fn handle_request(
             body,
         } => {
             let node = Arc::clone(node);
-            let answers = answers.clone();
+            let answers = Rc::clone(answers);
             let body = body.to_vec();
             tokio::task::spawn_local(async move {
                 let (redirect, answer) =
                     remote::serve_proxy(&node, body, framing, timeout_ms).await;
-                let mut frame = Vec::with_capacity(answer.len() + 48);
-                Fabric::ProxyAnswer {
-                    id,
-                    redirect,
-                    answer: &answer,
-                }
-                .encode(&mut frame);
-                let _ = answers.send(frame);
+                answers.push(|out| {
+                    Fabric::ProxyAnswer {
+                        id,
+                        redirect,
+                        answer: &answer,
+                    }
+                    .encode(out)
+                });
             });
         }
         Fabric::Fetch {
@@ -531,20 +614,19 @@ fn handle_request(
         } => {
             let routing = node.cluster.routing.load();
             let store = Records(&node.store);
-            let mut frame = Vec::new();
-            match datapath::serve_fetch(&store, &routing, namespace, &digest, cluster_key) {
+            let answer = datapath::serve_fetch(&store, &routing, namespace, &digest, cluster_key);
+            answers.push(|out| match answer {
                 Ok(copy) => Fabric::FetchAnswer {
                     id,
                     image: copy.as_ref().map(|copy| copy.image()),
                 }
-                .encode(&mut frame),
+                .encode(out),
                 Err(_) => Fabric::Ack {
                     id,
                     code: bolide_cluster::fabric::code::CLUSTER_KEY_MISMATCH,
                 }
-                .encode(&mut frame),
-            }
-            let _ = answers.send(frame);
+                .encode(out),
+            });
         }
         _ => return Err(()),
     }

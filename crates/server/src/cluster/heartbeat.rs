@@ -147,6 +147,7 @@ async fn run(
         heartbeat: service.heartbeat.clone(),
         fabric: service.fabric.clone(),
         service: service.service.clone(),
+        redis: service.redis.clone(),
         seeds: service.seeds.clone(),
         heartbeat_interval_ms: service.heartbeat_interval_ms,
         heartbeat_timeout: service.heartbeat_timeout,
@@ -163,6 +164,16 @@ async fn run(
         Box::new(entropy),
         monotonic_ms(),
     );
+    if let Some((name, endpoints)) = &service.service_tls {
+        // The other nodes list it in their peers-tls-std.
+        machine.set_metadata(
+            super::info::TLS_SERVICE_MODULE,
+            &format!("{:X}", service.node_id),
+            &super::info::tls_service_value(name, endpoints),
+            false,
+            wall_ms(),
+        );
+    }
     let (inbound, mut inbound_receiver) = mpsc::unbounded_channel::<Envelope>();
     if let Some(listener) = listener {
         match TcpListener::from_std(listener) {
@@ -350,10 +361,26 @@ async fn accept(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 super::bump(&node.cluster.counters.heartbeat_connections_opened);
-                let stream = Connection::plain(stream);
                 let node = Arc::clone(&node);
                 let inbound = inbound.clone();
                 tokio::task::spawn_local(async move {
+                    // With TLS, a peer without a certificate from the
+                    // cluster's CA never gets to send a frame.
+                    let tls = node.cluster.heartbeat_tls.get().map(|tls| &tls.server);
+                    let stream = match Connection::accept(stream, tls).await {
+                        Ok(stream) => stream,
+                        Err(error) => {
+                            super::handshake_failed(
+                                &node.cluster.counters.heartbeat_tls_handshake_failures,
+                                "heartbeat",
+                                true,
+                                &peer.to_string(),
+                                &error,
+                            );
+                            super::bump(&node.cluster.counters.heartbeat_connections_closed);
+                            return;
+                        }
+                    };
                     let pool = &node.cluster.counters.heartbeat_buffered_bytes;
                     if let Err(error) = read_envelopes(stream, &inbound, pool, wait).await {
                         if !matches!(error, ReadError::Closed) {
@@ -564,11 +591,29 @@ async fn dial(node: Arc<Context>, endpoint: Endpoint, mut frames: mpsc::Receiver
     let address = endpoint.to_string();
     loop {
         let local = node.cluster.heartbeat_bind.ip();
+        let tls = node.cluster.heartbeat_tls.get().map(|tls| &tls.client);
+        // A handshake adds round trips (and signatures) to the connect.
+        let limit = if tls.is_some() {
+            CONNECT_TIMEOUT * 4
+        } else {
+            CONNECT_TIMEOUT
+        };
         let connected =
-            tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(local, &address, None)).await;
+            tokio::time::timeout(limit, Connection::connect(local, &address, tls)).await;
         let mut stream = match connected {
             Ok(Ok(stream)) => stream,
-            _ => {
+            failed => {
+                if let (Some(_), Ok(Err(error))) = (tls, &failed) {
+                    if super::is_handshake_error(error) {
+                        super::handshake_failed(
+                            &node.cluster.counters.heartbeat_tls_handshake_failures,
+                            "heartbeat",
+                            false,
+                            &address,
+                            error,
+                        );
+                    }
+                }
                 // Drop what waited meanwhile; stop once nobody sends here.
                 loop {
                     match frames.try_recv() {

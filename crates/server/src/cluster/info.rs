@@ -233,6 +233,87 @@ pub fn peers(node: &Context) -> String {
     text
 }
 
+/// `peers-tls-std`: `gen,3000,[[NODE,TLS-NAME,[host[:port],...]],...]`,
+/// the other members that serve clients over TLS, with the name their
+/// certificate carries. Each node shares its TLS service endpoints as
+/// cluster metadata (module [`TLS_SERVICE_MODULE`]), so a TLS client that
+/// seeds one node discovers every node over TLS.
+pub fn peers_tls(node: &Context) -> String {
+    let status = node.cluster.status();
+    let items = node
+        .cluster
+        .metadata
+        .lock()
+        .map(|items| items.clone())
+        .unwrap_or_default();
+    let mut text = format!("{},3000,[", status.peers_generation);
+    let mut first = true;
+    for peer in &status.peers {
+        let key = format!("{:X}", peer.node);
+        let Some(item) = items
+            .iter()
+            .find(|item| item.module == TLS_SERVICE_MODULE && item.key == key && !item.deleted)
+        else {
+            continue;
+        };
+        let Some((name, hosts)) = parse_tls_service(&item.value) else {
+            continue;
+        };
+        if !first {
+            text.push(',');
+        }
+        first = false;
+        let hosts: Vec<String> = hosts.iter().map(|e| host_port(e, 3000)).collect();
+        let _ = write!(text, "[{key},{name},[{}]]", hosts.join(","));
+    }
+    text.push(']');
+    text
+}
+
+/// The metadata module in which each node shares its TLS service
+/// endpoints (key: the node id in hex).
+pub const TLS_SERVICE_MODULE: &str = "tls-service";
+
+/// A node's TLS service as shared: `TLS-NAME;host:port,host:port`.
+pub fn tls_service_value(name: &str, endpoints: &[Endpoint]) -> String {
+    let hosts: Vec<String> = endpoints.iter().map(ToString::to_string).collect();
+    format!("{name};{}", hosts.join(","))
+}
+
+/// Reads [`tls_service_value`]'s text back (None: not of that form; a
+/// peer's value is the peer's to choose, and is checked here).
+fn parse_tls_service(value: &str) -> Option<(&str, Vec<Endpoint>)> {
+    let (name, hosts) = value.split_once(';')?;
+    let valid = |text: &str| {
+        !text.is_empty()
+            && text.len() <= 255
+            && text
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"-._*".contains(&byte))
+    };
+    if !valid(name) {
+        return None;
+    }
+    let mut endpoints = Vec::new();
+    for host in hosts.split(',').filter(|host| !host.is_empty()) {
+        let (address, port) = host.rsplit_once(':')?;
+        let address = address.trim_start_matches('[').trim_end_matches(']');
+        let port = port.parse().ok()?;
+        if address.is_empty()
+            || !address
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
+        {
+            return None;
+        }
+        endpoints.push(Endpoint {
+            host: address.to_owned(),
+            port,
+        });
+    }
+    (!endpoints.is_empty()).then_some((name, endpoints))
+}
+
 /// `services`: the other members' `host:port`, `;`-separated.
 pub fn services(node: &Context) -> String {
     let status = node.cluster.status();
@@ -307,8 +388,9 @@ pub fn statistics(node: &Context, text: &mut String) {
          time_since_rebalance={since_rebalance};rebalance_generation={};\
          heartbeat_received_self={};heartbeat_received_foreign={};heartbeat_nodes={};\
          heartbeat_connections_opened={};heartbeat_connections_closed={};heartbeat_bad_frames={};\
-         heartbeat_buffered_bytes={};\
+         heartbeat_buffered_bytes={};heartbeat_tls_handshake_failures={};\
          fabric_connections_opened={};fabric_connections_closed={};fabric_bad_frames={};\
+         fabric_tls_handshake_failures={};\
          proxy_in_progress={};client_proxy_complete={};client_proxy_error={};client_proxy_timeout={};\
          from_proxy_complete={};from_proxy_redirect={};\
          replica_writes_sent={};replica_writes_received={};replica_writes_refused={};replica_write_timeouts={};\
@@ -332,9 +414,11 @@ pub fn statistics(node: &Context, text: &mut String) {
         load(&counters.heartbeat_connections_closed),
         load(&counters.heartbeat_bad_frames),
         load(&counters.heartbeat_buffered_bytes),
+        load(&counters.heartbeat_tls_handshake_failures),
         load(&counters.fabric_connections_opened),
         load(&counters.fabric_connections_closed),
         load(&counters.fabric_bad_frames),
+        load(&counters.fabric_tls_handshake_failures),
         load(&counters.proxy_in_progress),
         load(&counters.client_proxy_complete),
         load(&counters.client_proxy_error),
@@ -425,4 +509,40 @@ pub fn namespace(node: &Context, index: usize, text: &mut String) {
         ns.config.tomb_raider_eligible_age_seconds,
         ns.config.migrate_sleep_us,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_service_values_round_trip_and_hostile_ones_are_passed_over() {
+        let endpoints = vec![
+            Endpoint {
+                host: "10.0.0.5".into(),
+                port: 4333,
+            },
+            Endpoint {
+                host: "::1".into(),
+                port: 3000,
+            },
+        ];
+        let value = tls_service_value("db.example.com", &endpoints);
+        assert_eq!(value, "db.example.com;10.0.0.5:4333,[::1]:3000");
+        let (name, parsed) = parse_tls_service(&value).expect("parses");
+        assert_eq!(name, "db.example.com");
+        assert_eq!(parsed, endpoints);
+        for hostile in [
+            "",
+            "name",
+            "na]me;1.2.3.4:1",
+            "name;",
+            "name;1.2.3.4",
+            "name;1.2.3.4:99999",
+            "name;a b:1",
+            "x,[y];1.2.3.4:1",
+        ] {
+            assert!(parse_tls_service(hostile).is_none(), "{hostile}");
+        }
+    }
 }

@@ -20,7 +20,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 /// Bytes read from a bulk connection at a time.
@@ -36,7 +35,7 @@ pub enum Command {
     },
     /// A bulk connection from `peer` (its HELLO already read).
     Bulk {
-        stream: std::net::TcpStream,
+        stream: crate::net::Handoff,
         leftover: Vec<u8>,
         peer: NodeId,
     },
@@ -152,12 +151,13 @@ fn carry_out(node: &Arc<Node>, emigrator: &mut Emigrator, mailbox: &Rc<Mailbox>)
 
 async fn serve_bulk_connection(
     node: Arc<Node>,
-    stream: std::net::TcpStream,
+    stream: crate::net::Handoff,
     leftover: Vec<u8>,
     peer: NodeId,
     immigrator: Rc<RefCell<Immigrator>>,
 ) {
-    let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
+    let Ok(stream) = stream.adopt() else {
+        bump(&node.cluster.counters.fabric_connections_closed);
         return;
     };
     if serve_bulk(&node, stream, leftover, peer, &immigrator)
@@ -172,7 +172,7 @@ async fn serve_bulk_connection(
 /// Migration steps from `peer`, answered in order.
 async fn serve_bulk(
     node: &Arc<Node>,
-    mut stream: tokio::net::TcpStream,
+    mut stream: crate::net::Connection,
     mut buffer: Vec<u8>,
     peer: NodeId,
     immigrator: &RefCell<Immigrator>,
@@ -195,7 +195,7 @@ async fn serve_bulk(
     }
 }
 
-async fn read_bulk(stream: &mut tokio::net::TcpStream, buffer: &mut Vec<u8>) -> usize {
+async fn read_bulk(stream: &mut crate::net::Connection, buffer: &mut Vec<u8>) -> usize {
     use tokio::io::AsyncReadExt;
     let start = buffer.len();
     buffer.resize(start + BULK_READ_BYTES, 0);

@@ -84,6 +84,11 @@ pub struct Counters {
     pub heartbeat_connections_opened: AtomicU64,
     pub heartbeat_connections_closed: AtomicU64,
     pub heartbeat_bad_frames: AtomicU64,
+    /// TLS handshakes between nodes that failed (a peer without a
+    /// certificate from this cluster's CA, or with another name; either
+    /// side), accepted or dialled.
+    pub fabric_tls_handshake_failures: AtomicU64,
+    pub heartbeat_tls_handshake_failures: AtomicU64,
     pub tombstones_raided: AtomicU64,
     /// Bytes of unfinished heartbeat frames held above each connection's
     /// first [`heartbeat::CONNECTION_FREE_BYTES`] (a gauge, bounded by
@@ -190,8 +195,18 @@ pub struct ClusterService {
     pub heartbeat: Endpoint,
     pub fabric_bind: SocketAddr,
     pub heartbeat_bind: SocketAddr,
+    /// Mutual TLS on fabric (and migration) and heartbeat connections,
+    /// when configured (`tls-port`, `tls-name`); set once at start,
+    /// before any connection is made.
+    pub fabric_tls: std::sync::OnceLock<crate::net::tls::NodeTls>,
+    pub heartbeat_tls: std::sync::OnceLock<crate::net::tls::NodeTls>,
     /// Client addresses advertised to peers.
     pub service: Vec<Endpoint>,
+    /// The TLS client listener's name and addresses, shared with the other
+    /// nodes for their `peers-tls-std`.
+    pub service_tls: Option<(String, Vec<Endpoint>)>,
+    /// Where this node serves the Redis protocol, advertised to peers.
+    pub redis: Vec<Endpoint>,
     pub seeds: Vec<Endpoint>,
     events: mpsc::UnboundedSender<Event>,
     events_receiver: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
@@ -257,10 +272,39 @@ impl ClusterService {
             },
             fabric_bind: SocketAddr::new(fabric_ip, config.fabric_port),
             heartbeat_bind: SocketAddr::new(heartbeat_ip, config.heartbeat_port),
+            fabric_tls: std::sync::OnceLock::new(),
+            heartbeat_tls: std::sync::OnceLock::new(),
+            service_tls: config.service_tls.as_ref().map(|tls| {
+                let host = tls
+                    .access_address
+                    .clone()
+                    .unwrap_or_else(|| match tls.address {
+                        Some(address) if !address.is_unspecified() => address.to_string(),
+                        _ => service_host.clone(),
+                    });
+                (
+                    tls.name.clone(),
+                    vec![Endpoint {
+                        host,
+                        port: tls.access_port.unwrap_or(tls.port),
+                    }],
+                )
+            }),
             service: vec![Endpoint {
                 host: service_host,
                 port: config.service_port,
             }],
+            redis: config
+                .redis_port
+                .map(|port| Endpoint {
+                    host: config
+                        .access_address
+                        .clone()
+                        .unwrap_or_else(|| advertised(config.redis_address)),
+                    port,
+                })
+                .into_iter()
+                .collect(),
             seeds: config
                 .mesh_seeds
                 .iter()
@@ -408,14 +452,47 @@ pub fn wall_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Connects to `address` (`host:port`) from `local` over plain TCP (the
-/// fabric's lanes still take a bare socket; heartbeats use
-/// [`crate::net::Connection::connect`]).
-pub(crate) async fn connect_from(
-    local: IpAddr,
-    address: &str,
-) -> std::io::Result<tokio::net::TcpStream> {
-    crate::net::dial(local, address).await
+/// Warnings about failed TLS handshakes between nodes: at most one a
+/// second.
+static HANDSHAKES_LOGGED: LogLimiter = LogLimiter::new();
+
+/// Counts and logs a TLS handshake with another node that failed:
+/// `accepted` from `peer`, or dialled to it. The line says why (rustls's
+/// reason: an unknown issuer, a bad certificate, a name that does not
+/// fit).
+pub(crate) fn handshake_failed(
+    counter: &AtomicU64,
+    channel: &str,
+    accepted: bool,
+    peer: &str,
+    error: &std::io::Error,
+) {
+    bump(counter);
+    if let Some(held) = HANDSHAKES_LOGGED.allow() {
+        let (direction, side) = if accepted {
+            ("from", "refused")
+        } else {
+            ("to", "failed")
+        };
+        tracing::warn!(
+            target: "cluster",
+            "{channel}: TLS handshake {direction} {peer} {side}: {error} (a node needs a \
+             certificate from this cluster's CA with the cluster's tls-name; {held} more not \
+             logged since the last line)"
+        );
+    }
+}
+
+/// Whether a failed connection attempt got as far as a TLS handshake
+/// that went wrong (a certificate refused either way), rather than no
+/// answer at all.
+pub(crate) fn is_handshake_error(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+    ) || error
+        .get_ref()
+        .is_some_and(|inner| inner.is::<rustls::Error>())
 }
 
 /// Logs a kind of event at most once a second, counting the events it

@@ -230,3 +230,127 @@ pub(super) fn refresh_period(directive: &Directive<'_>) -> Result<u32, ConfigErr
     }
     Ok(seconds)
 }
+
+/// `fabric { tls-port; tls-name; tls-address }` or `heartbeat { tls-port;
+/// tls-name; tls-address; tls-mesh-seed-address-port }`: the connections
+/// between nodes over TLS, mutual both ways (each side presents its
+/// certificate and checks the other's against the context's CA and the
+/// tls-name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterTls {
+    pub port: u16,
+    /// The `tls` stanza; its name is also the name every node's
+    /// certificate must carry (CN or DNS SAN).
+    pub name: String,
+}
+
+/// The `tls-*` directives of `network { fabric { } }` or `network {
+/// heartbeat { } }`, checked once the network context is read.
+#[derive(Default)]
+pub(super) struct ClusterDirectives<'d, 't> {
+    port: Option<(u16, &'d Directive<'t>)>,
+    pub(super) address: Option<IpAddr>,
+    name: Option<(&'d str, &'d Directive<'t>)>,
+    plain_port: Option<&'d Directive<'t>>,
+    pub(super) tls_seeds: Vec<(String, u16, &'d Directive<'t>)>,
+    plain_seeds: Vec<&'d Directive<'t>>,
+}
+
+impl<'d, 't> ClusterDirectives<'d, 't> {
+    /// Takes `directive` if it is one of the TLS directives of `block`
+    /// (`fabric` or `heartbeat`); notes the plain `port` and mesh seeds,
+    /// which a TLS-only block refuses.
+    pub(super) fn take(
+        &mut self,
+        block: &str,
+        directive: &'d Directive<'t>,
+    ) -> Result<bool, ConfigError> {
+        match directive.name {
+            "tls-port" => self.port = Some((directive.number()?, directive)),
+            "tls-address" => self.address = Some(super::address(directive)?),
+            "tls-name" => self.name = Some((directive.one()?, directive)),
+            "tls-mesh-seed-address-port" if block == "heartbeat" => {
+                let [host, port] = directive.values.as_slice() else {
+                    return Err(directive.error("expected 'tls-mesh-seed-address-port HOST PORT'"));
+                };
+                let port = port
+                    .parse()
+                    .map_err(|_| directive.error(format!("'{port}' is not a port")))?;
+                self.tls_seeds.push(((*host).to_owned(), port, directive));
+            }
+            "tls-authenticate-client" => {
+                return Err(directive.error(format!(
+                    "not a {block} directive: between nodes TLS is always mutual (each node \
+                     presents its certificate and checks the other's)"
+                )))
+            }
+            "tls-access-address"
+            | "tls-access-port"
+            | "tls-alternate-access-address"
+            | "tls-alternate-access-port" => {
+                return Err(directive.error(format!("not supported in network {block}")))
+            }
+            "port" => {
+                self.plain_port = Some(directive);
+                return Ok(false);
+            }
+            "mesh-seed-address-port" => {
+                self.plain_seeds.push(directive);
+                return Ok(false);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    pub(super) fn finish(
+        &self,
+        block: &str,
+        stanzas: &[TlsSettings],
+    ) -> Result<Option<ClusterTls>, ConfigError> {
+        let (port, port_directive, name) = match (self.port, self.name) {
+            (None, None) => {
+                if let Some((_, _, directive)) = self.tls_seeds.first() {
+                    return Err(directive.error(
+                        "needs tls-port and tls-name in network heartbeat (TLS heartbeats)",
+                    ));
+                }
+                return Ok(None);
+            }
+            (Some((_, directive)), None) => {
+                return Err(directive.error("needs tls-name (the tls context to use)"))
+            }
+            (None, Some((_, directive))) => {
+                return Err(directive.error(format!("needs tls-port in network {block}")))
+            }
+            (Some((port, directive)), Some(name)) => (port, directive, name),
+        };
+        let (name, name_directive) = name;
+        let Some(stanza) = stanzas.iter().find(|spec| spec.name == name) else {
+            return Err(name_directive.error(format!(
+                "no 'tls {name} {{ … }}' context in network (network {block} tls-name)"
+            )));
+        };
+        if !stanza.has_ca() {
+            return Err(port_directive.error(format!(
+                "TLS between nodes is mutual: tls {name} needs ca-file or ca-path (the CA that \
+                 signs every node's certificate)"
+            )));
+        }
+        if let Some(directive) = self.plain_port {
+            return Err(directive.error(format!(
+                "network {block} has tls-port: its connections are TLS only, so no plain port \
+                 (remove 'port')"
+            )));
+        }
+        if let Some(directive) = self.plain_seeds.first() {
+            return Err(directive.error(
+                "heartbeats are TLS (tls-port): name seeds with tls-mesh-seed-address-port",
+            ));
+        }
+        Ok(Some(ClusterTls {
+            port,
+            name: name.to_owned(),
+        }))
+    }
+}

@@ -1,9 +1,9 @@
 //! One connection type for every socket of the node: plain TCP or TLS
 //! (rustls), accepted or dialled, with one API. Client connections (the
-//! service and info ports) and heartbeat connections use it; whatever
-//! reads or writes through a [`Connection`] works the same over both
-//! transports, so TLS is a property of the listener or the dialler, never
-//! of the code above.
+//! service and info ports), heartbeat, fabric and migration connections
+//! use it; whatever reads or writes through a [`Connection`] works the
+//! same over both transports, so TLS is a property of the listener or the
+//! dialler, never of the code above.
 //!
 //! ```text
 //!  Connection::accept(stream, tls)     a listener's socket (handshake here, bounded)
@@ -176,6 +176,37 @@ impl Connection {
                 let (read, write) = tokio::io::split(*stream);
                 (ReadHalf::Tls(read), WriteHalf::Tls(write))
             }
+        }
+    }
+}
+
+/// A connection on its way to another thread's runtime (a bulk fabric
+/// connection to the migrate thread): a plain socket leaves the accepting
+/// event loop's reactor and joins the new one; a TLS connection keeps its
+/// session and stays registered with the accepting loop's reactor (which
+/// runs for the node's life), whose readiness wakes the task that now owns
+/// it.
+pub enum Handoff {
+    Plain(std::net::TcpStream),
+    Moved(Connection),
+}
+
+impl Connection {
+    /// Prepares the connection to be adopted by another runtime.
+    pub fn hand_off(self) -> io::Result<Handoff> {
+        match self.transport {
+            Transport::Plain(stream) => Ok(Handoff::Plain(stream.into_std()?)),
+            Transport::Tls(_) => Ok(Handoff::Moved(self)),
+        }
+    }
+}
+
+impl Handoff {
+    /// The connection again, on the current runtime.
+    pub fn adopt(self) -> io::Result<Connection> {
+        match self {
+            Handoff::Plain(stream) => Ok(Connection::plain(TcpStream::from_std(stream)?)),
+            Handoff::Moved(connection) => Ok(connection),
         }
     }
 }
@@ -374,6 +405,7 @@ const _: () = {
     assert_send::<Connection>();
     assert_send::<ReadHalf>();
     assert_send::<WriteHalf>();
+    assert_send::<Handoff>();
 };
 
 #[cfg(test)]
@@ -509,5 +541,158 @@ mod tests {
             assert!(dialled.is_err());
             assert!(accepted.is_err());
         });
+    }
+
+    /// A CA, and the files of a `tls NAME { }` stanza for a node
+    /// certificate it signs carrying `cert_name` (CN and DNS SAN).
+    struct Pki {
+        directory: std::path::PathBuf,
+        ca: rcgen::Certificate,
+        ca_key: rcgen::KeyPair,
+    }
+
+    impl Pki {
+        fn new(tag: &str) -> Pki {
+            use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+            let directory =
+                std::env::temp_dir().join(format!("bolide-node-tls-{}-{tag}", std::process::id()));
+            std::fs::create_dir_all(&directory).expect("directory");
+            let ca_key = KeyPair::generate().expect("key");
+            let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, format!("CA {tag}"));
+            let ca = params.self_signed(&ca_key).expect("CA");
+            std::fs::write(directory.join("ca.pem"), ca.pem()).expect("write");
+            Pki {
+                directory,
+                ca,
+                ca_key,
+            }
+        }
+
+        /// A stanza named `stanza` presenting a certificate for
+        /// `cert_name`, trusting this CA.
+        fn node(&self, stanza: &str, cert_name: &str) -> tls::TlsSettings {
+            use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
+            let key = KeyPair::generate().expect("key");
+            let mut params = CertificateParams::new(vec![cert_name.to_owned()]).expect("params");
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cert_name);
+            params.extended_key_usages = vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ];
+            let certificate = params
+                .signed_by(&key, &self.ca, &self.ca_key)
+                .expect("certificate");
+            let cert_file = self.directory.join(format!("{cert_name}.pem"));
+            let key_file = self.directory.join(format!("{cert_name}.key"));
+            std::fs::write(&cert_file, certificate.pem()).expect("write");
+            std::fs::write(&key_file, key.serialize_pem()).expect("write");
+            let mut settings = tls::TlsSettings::new(stanza, &cert_file, &key_file);
+            settings.ca_file = Some(self.directory.join("ca.pem"));
+            settings
+        }
+    }
+
+    impl Drop for Pki {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.directory);
+        }
+    }
+
+    /// One connection from `dialler` to `listener`, both as nodes do it:
+    /// (accepted, dialled).
+    fn node_pair(
+        runtime: &tokio::runtime::Runtime,
+        listener: &tls::NodeTls,
+        dialler: &tls::NodeTls,
+    ) -> (io::Result<Connection>, io::Result<Connection>) {
+        runtime.block_on(async {
+            let socket = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let address = socket.local_addr().expect("address").to_string();
+            let serving = async {
+                let (stream, _) = socket.accept().await.expect("accept");
+                Connection::accept(stream, Some(&listener.server)).await
+            };
+            let dialling = Connection::connect(
+                IpAddr::from([127, 0, 0, 1]),
+                &address,
+                Some(&dialler.client),
+            );
+            tokio::join!(serving, dialling)
+        })
+    }
+
+    #[test]
+    fn nodes_of_one_ca_and_name_connect_mutually_and_others_are_refused() {
+        let runtime = runtime();
+        let pki = Pki::new("cluster");
+        let a = tls::NodeTls::new(&pki.node("cluster", "cluster")).expect("node a");
+        let b = tls::NodeTls::new(&pki.node("cluster", "cluster")).expect("node b");
+        let (accepted, dialled) = node_pair(&runtime, &a, &b);
+        let (mut accepted, dialled) = (accepted.expect("accepted"), dialled.expect("dialled"));
+        assert!(accepted.is_tls() && dialled.is_tls());
+        runtime.block_on(async {
+            let (_, mut writer) = dialled.into_split();
+            writer.write_all(b"HELLO").await.expect("write");
+            writer.flush().await.expect("flush");
+            let mut received = Vec::with_capacity(16);
+            while received.len() < 5 {
+                accepted.read_some(&mut received).await.expect("read");
+            }
+            assert_eq!(received, b"HELLO");
+        });
+
+        // Another CA, the same name; the cluster's CA, another name:
+        // refused both ways (whichever side checks first, both fail, and
+        // one says why).
+        let other = Pki::new("other");
+        let rogue = tls::NodeTls::new(&other.node("cluster", "cluster")).expect("rogue");
+        let stray = tls::NodeTls::new(&pki.node("cluster", "stray")).expect("stray");
+        for (listener, dialler, reasons) in [
+            (&a, &rogue, ["UnknownIssuer", "UnknownCA"]),
+            (&rogue, &a, ["UnknownIssuer", "UnknownCA"]),
+            (&a, &stray, ["NotValidForName", "BadCertificate"]),
+            (&stray, &a, ["NotValidForName", "BadCertificate"]),
+        ] {
+            let (accepted, dialled) = node_pair(&runtime, listener, dialler);
+            let accepted = accepted.expect_err("the listener fails");
+            let dialled = dialled.expect_err("the dialler fails");
+            let both = format!("{accepted} / {dialled}");
+            assert!(reasons.iter().any(|reason| both.contains(reason)), "{both}");
+        }
+
+        // A plain dialler on a node's TLS port never gets through.
+        let (accepted, _) = runtime.block_on(async {
+            let socket = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let address = socket.local_addr().expect("address").to_string();
+            let serving = async {
+                let (stream, _) = socket.accept().await.expect("accept");
+                Connection::accept(stream, Some(&a.server)).await
+            };
+            let dialling = async {
+                let mut plain = Connection::connect(IpAddr::from([127, 0, 0, 1]), &address, None)
+                    .await
+                    .expect("connect");
+                let _ = plain.write_all(&[0u8; 64]).await;
+                plain
+            };
+            tokio::join!(serving, dialling)
+        });
+        assert!(accepted.is_err());
+
+        // A stanza without a CA cannot serve between nodes.
+        let mut bare = pki.node("cluster", "cluster");
+        bare.ca_file = None;
+        let error = tls::NodeTls::new(&bare).err().expect("no CA");
+        assert!(error.contains("ca-file"), "{error}");
     }
 }

@@ -685,6 +685,34 @@ impl ClientTls {
     }
 }
 
+/// The TLS of the connections between nodes (fabric, heartbeat,
+/// migrations), from one `tls NAME { }` stanza: mutual both ways. The node
+/// accepts only peers whose certificate its CA signed and whose CN or DNS
+/// SAN is the stanza's name, and dials peers presenting its own
+/// certificate, checking theirs against the same CA and name (a DNS SAN:
+/// rustls checks no CN).
+#[derive(Clone)]
+pub struct NodeTls {
+    pub server: ServerTls,
+    pub client: ClientTls,
+}
+
+impl NodeTls {
+    pub fn new(settings: &TlsSettings) -> Result<NodeTls, String> {
+        if !settings.has_ca() {
+            return Err(format!(
+                "tls {}: TLS between nodes needs the CA that signs every node (ca-file or \
+                 ca-path)",
+                settings.name
+            ));
+        }
+        let server = ServerTls::new(settings, &ClientAuth::Names(vec![settings.name.clone()]))
+            .map_err(|error| format!("tls {}: {error}", settings.name))?;
+        let client = ClientTls::new(settings, &settings.name)?;
+        Ok(NodeTls { server, client })
+    }
+}
+
 /// Every certificate in a PEM file; at least one.
 fn read_chain(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let chain = CertificateDer::pem_file_iter(file)

@@ -77,6 +77,17 @@ pub struct BackupArgs {
     /// Only these bins (comma-separated).
     #[arg(short = 'B', long, value_delimiter = ',')]
     pub bin_list: Vec<String>,
+    /// Only records that never expire (no time to live).
+    #[arg(long)]
+    pub no_ttl_only: bool,
+    /// Only records this filter expression selects: the base64 of its
+    /// msgpack, as the clients' `Exp.build()` / `base64()` give it.
+    #[arg(long)]
+    pub filter_exp: Option<String>,
+    /// Back up at most this many records in all (0: every record); the
+    /// partitions not reached stay in the state file for `--continue`.
+    #[arg(short = 'M', long, default_value_t = 0)]
+    pub max_records: u64,
     /// No records: only secondary indexes and UDF modules.
     #[arg(short = 'R', long)]
     pub no_records: bool,

@@ -115,6 +115,25 @@ impl ScanTemplate {
         if let Some(before) = before {
             conditions.push(last_update(5, before)); // <
         }
+        if args.no_ttl_only {
+            // void_time() == -1: the record never expires.
+            let mut out = Vec::new();
+            pack::array(&mut out, 3);
+            pack::int(&mut out, 1);
+            pack::array(&mut out, 1);
+            pack::int(&mut out, 68);
+            pack::int(&mut out, -1);
+            conditions.push(out);
+        }
+        if let Some(text) = &args.filter_exp {
+            let expression = BASE64
+                .decode(text.trim())
+                .map_err(|error| format!("--filter-exp is not base64: {error}"))?;
+            if expression.is_empty() {
+                return Err("--filter-exp is empty".to_owned());
+            }
+            conditions.push(expression);
+        }
         let sets: Vec<String> = args
             .sets
             .iter()
@@ -386,6 +405,27 @@ struct Shared {
     failed: AtomicBool,
     limiter: Option<Limiter>,
     socket_timeout: Duration,
+    /// Records still allowed by --max-records (None: no limit).
+    budget: Option<AtomicU64>,
+}
+
+impl Shared {
+    /// Takes one record from the --max-records budget; false once it is spent.
+    fn take_record(&self) -> bool {
+        self.budget.as_ref().is_none_or(|budget| {
+            budget
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                    left.checked_sub(1)
+                })
+                .is_ok()
+        })
+    }
+
+    fn budget_spent(&self) -> bool {
+        self.budget
+            .as_ref()
+            .is_some_and(|budget| budget.load(Ordering::Relaxed) == 0)
+    }
 }
 
 impl Shared {
@@ -480,7 +520,7 @@ impl Job<'_> {
         let mut fresh = false;
         let mut last_error = String::new();
         loop {
-            if interrupted() || shared.failed.load(Ordering::SeqCst) {
+            if interrupted() || shared.failed.load(Ordering::SeqCst) || shared.budget_spent() {
                 return Ok(());
             }
             let pending: Vec<(u16, Option<[u8; 20]>)> = self
@@ -547,6 +587,8 @@ impl Job<'_> {
         let mut connection = Connection::open(address, shared.cluster.timeout)
             .map_err(|error| ScanError::Retry(error, false))?;
         connection.set_timeout(shared.socket_timeout);
+        // --max-records is counted here, not by the node: a scan the node
+        // cuts short would end as if its partitions were finished.
         connection
             .send(&shared.scan.request(parts, 0))
             .map_err(|error| ScanError::Retry(error, false))?;
@@ -575,6 +617,7 @@ impl Job<'_> {
             self.changed.clear();
             let mut count = 0u64;
             let mut last = false;
+            let mut spent = false;
             for row in &rows {
                 let code = row.header.result_code;
                 if row.header.info3 & info3::LAST != 0 {
@@ -615,6 +658,10 @@ impl Job<'_> {
                         progressed,
                     ));
                 }
+                if !shared.take_record() {
+                    spent = true;
+                    break;
+                }
                 let record = record_from_row(row, &shared.namespace).map_err(ScanError::Fatal)?;
                 let pid = record.partition_id();
                 if !asked[usize::from(pid)] {
@@ -642,7 +689,7 @@ impl Job<'_> {
             if let Some(limiter) = &shared.limiter {
                 limiter.take(count);
             }
-            if last {
+            if last || spent {
                 return Ok(progressed);
             }
         }
@@ -825,9 +872,10 @@ fn scope(args: &BackupArgs) -> Result<Vec<Cursor>, String> {
     }
 }
 
-/// The options that must be the same when a backup resumes.
+/// The options that must be the same when a backup resumes (the filters
+/// added later only when given, so older state files still match).
 fn options_text(args: &BackupArgs) -> String {
-    format!(
+    let mut text = format!(
         "sets={:?};bins={:?};no-bins={};after={:?};before={:?};compact={};compress={:?};encrypt={:?};no-records={}",
         args.sets,
         args.bin_list,
@@ -838,7 +886,14 @@ fn options_text(args: &BackupArgs) -> String {
         args.compress,
         args.encrypt,
         args.no_records
-    )
+    );
+    if args.no_ttl_only {
+        text.push_str(";no-ttl-only");
+    }
+    if let Some(expression) = &args.filter_exp {
+        text.push_str(&format!(";filter-exp={}", expression.trim()));
+    }
+    text
 }
 
 /// The secondary indexes of the namespace (`sindex-list`).
@@ -1133,6 +1188,7 @@ pub fn backup(target: &Target, args: BackupArgs) -> Result<(), String> {
         failed: AtomicBool::new(false),
         limiter: Limiter::new(args.records_per_second),
         socket_timeout: Duration::from_millis(args.socket_timeout.max(1)),
+        budget: (args.max_records > 0).then(|| AtomicU64::new(args.max_records)),
     };
     // The metadata goes first, in a file (or at the start of the file) of
     // its own that is committed at once, so a resumed backup never loses it.
@@ -1256,6 +1312,14 @@ pub fn backup(target: &Target, args: BackupArgs) -> Result<(), String> {
             &state,
             stateful,
         )),
+        Ok(()) if unfinished > 0 && shared.budget_spent() && !interrupted() => {
+            let message = format!(
+                "stopped at --max-records {}: {unfinished} partitions not backed up",
+                args.max_records
+            );
+            eprintln!("{}", resume_hint(&message, &state, stateful));
+            Ok(())
+        }
         Ok(()) if unfinished > 0 || interrupted() => Err(resume_hint(
             &format!("backup interrupted with {unfinished} partitions unfinished"),
             &state,

@@ -1,0 +1,234 @@
+"""TLS between nodes, through real processes: a 3-node cluster whose
+fabric (replica writes, proxies, migrations) and heartbeats are mutual TLS
+only, with certificates made fresh by the ``tls_certs`` example. The
+official Python client over TLS seeds one node and discovers all three
+(``peers-tls-std``), writes with replication factor 2 and reads everything
+back after a node is killed (failover and migrations over TLS). A fourth
+node whose certificate comes from another CA cannot join; a plain HELLO on
+a TLS fabric port is refused at the handshake; configuration mistakes name
+the line and the directive."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import aerospike
+import pytest
+
+from bolide_server import free_ports
+from bolide_server import run_config_check as check
+from cluster import LocalCluster, parse_kv
+from helpers import wait_for
+from tls_helpers import NODE_NAME, make_pki, remove_pki
+
+NS = "test"
+SET = "tls-cluster"
+RECORDS = 300
+
+
+class TlsCluster(LocalCluster):
+    """A LocalCluster whose fabric and heartbeats are TLS only, and whose
+    nodes also serve clients over standard TLS (the plain service port
+    stays, for the test's own info requests)."""
+
+    def __init__(self, size: int, pki, **kwargs):
+        self.pki = pki
+        super().__init__(size, **kwargs)
+
+    def add_node(self, start: bool = True, cert: str = "node", **kwargs):
+        node = super().add_node(start=False, **kwargs)
+        node.cert = cert
+        (node.tls_port,) = free_ports(1)
+        if start:
+            self.start(node.index)
+        return node
+
+    def config_text(self, node) -> str:
+        text = super().config_text(node)
+        stanza = (
+            f"    tls {NODE_NAME} {{\n"
+            f"        cert-file {self.pki / (node.cert + '.pem')}\n"
+            f"        key-file {self.pki / (node.cert + '.key')}\n"
+            f"        ca-file {self.pki / 'ca.pem'}\n"
+            "    }\n"
+        )
+        text = text.replace("network {\n", "network {\n" + stanza, 1)
+        service = f"        port {node.port}\n"
+        assert service in text
+        text = text.replace(
+            service,
+            service + f"        tls-port {node.tls_port}\n        tls-name {NODE_NAME}\n"
+            "        tls-authenticate-client false\n",
+            1,
+        )
+        for port in (node.heartbeat_port, node.fabric_port):
+            line = f"        port {port}\n"
+            assert line in text
+            text = text.replace(line, f"        tls-port {port}\n        tls-name {NODE_NAME}\n", 1)
+        return text.replace("        mesh-seed-address-port", "        tls-mesh-seed-address-port")
+
+    def tls_client(self, seed: int = 0):
+        node = self.nodes[seed]
+        config = self.client_config(seed)
+        config["hosts"] = [(node.host, node.tls_port, NODE_NAME)]
+        config["tls"] = {"enable": True, "cafile": str(self.pki / "ca.pem")}
+        client = aerospike.client(config).connect()
+        self._clients.append(client)
+        return client
+
+
+@pytest.fixture(scope="module")
+def pki():
+    directory = make_pki()
+    yield directory
+    remove_pki(directory)
+
+
+@pytest.fixture(scope="module")
+def cluster(pki):
+    with TlsCluster(3, pki) as cluster:
+        cluster.wait_formed()
+        cluster.wait_stable()
+        yield cluster
+
+
+def counter(cluster: LocalCluster, index: int, name: str) -> int:
+    return int(cluster.stats(index)[name])
+
+
+def test_the_channels_between_nodes_are_tls_only(cluster):
+    for index, node in enumerate(cluster.nodes):
+        network = parse_kv(cluster.info(index, "get-config:context=network"))
+        assert network["fabric.tls-port"] == str(node.fabric_port)
+        assert network["fabric.tls-name"] == NODE_NAME
+        assert network["heartbeat.tls-port"] == str(node.heartbeat_port)
+        assert network["heartbeat.port"] == "0" and network["fabric.port"] == "0"
+    # A HELLO in the clear on the fabric port proves nothing now: the
+    # connection is refused at the handshake, counted and logged.
+    before = counter(cluster, 0, "fabric_tls_handshake_failures")
+    node = cluster.nodes[0]
+    with socket.create_connection((node.host, node.fabric_port), timeout=5) as s:
+        s.sendall(b"\x00" * 64)
+        s.settimeout(5)
+        try:
+            # Whatever comes back (an alert or nothing), the node closes.
+            while s.recv(4096):
+                pass
+        except ConnectionResetError:
+            pass
+    wait_for(lambda: counter(cluster, 0, "fabric_tls_handshake_failures") > before, 5,
+             "the refused handshake to be counted")
+    assert "fabric: TLS handshake from" in node.log_text()
+
+
+def test_a_tls_client_seeding_one_node_discovers_all_three(cluster):
+    peers = cluster.info(0, "peers-tls-std")
+    for other in cluster.nodes[1:]:
+        assert f"[{other.node_id},{NODE_NAME},[127.0.0.1:{other.tls_port}]]" in peers, peers
+    assert cluster.nodes[0].node_id + "," not in peers.split(",3000,", 1)[1], peers
+    # The clear list is unchanged.
+    clear = cluster.info(0, "peers-clear-std")
+    assert f"127.0.0.1:{cluster.nodes[1].port}" in clear, clear
+    client = cluster.tls_client(0)
+    tls_ports = {node.tls_port for node in cluster.nodes}
+    wait_for(lambda: len(client.get_nodes()) == 3, 10, "the client to see 3 nodes over TLS")
+    assert {port for _, port in client.get_nodes()} == tls_ports, client.get_nodes()
+
+
+def test_writes_replicate_over_tls_and_survive_a_killed_node(cluster):
+    client = cluster.tls_client(0)
+    wait_for(lambda: len(client.get_nodes()) == 3, 10, "the client to see 3 nodes")
+    sent_before = sum(counter(cluster, i, "replica_writes_sent") for i in range(3))
+    for i in range(RECORDS):
+        client.put((NS, SET, i), {"v": i, "s": f"value-{i}"})
+    # Replication factor 2: every write went to a second node over the
+    # TLS fabric.
+    sent = sum(counter(cluster, i, "replica_writes_sent") for i in range(3)) - sent_before
+    assert sent >= RECORDS, sent
+    objects = sum(int(cluster.ns_stats(i)["master_objects"]) for i in range(3))
+    replicas = sum(int(cluster.ns_stats(i)["prole_objects"]) for i in range(3))
+    assert objects >= RECORDS and replicas >= RECORDS, (objects, replicas)
+
+    received_before = sum(counter(cluster, i, "migrate_partitions_received") for i in (0, 2))
+    cluster.kill(1)
+    cluster.wait_formed([0, 2])
+    cluster.wait_stable([0, 2])
+    for i in range(RECORDS):
+        _, _, bins = client.get((NS, SET, i))
+        assert bins == {"v": i, "s": f"value-{i}"}, i
+    # The survivors rebuilt the second copies over TLS bulk connections.
+    received = sum(counter(cluster, i, "migrate_partitions_received") for i in (0, 2))
+    assert received > received_before, (received_before, received)
+    for index in (0, 2):
+        stats = cluster.ns_stats(index)
+        assert int(stats["master_objects"]) + int(stats["prole_objects"]) == RECORDS, stats
+        assert counter(cluster, index, "fabric_bad_frames") == 0
+
+
+def test_a_node_with_a_certificate_from_another_ca_cannot_join(cluster):
+    live = cluster.live()
+    before = counter(cluster, live[0], "heartbeat_tls_handshake_failures")
+    rogue = cluster.add_node(start=True, cert="other-node")
+    # Seeded to node 0 and trying: its handshakes are refused, both ways.
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        for index in live:
+            assert cluster.stats(index)["cluster_size"] == str(len(live))
+        time.sleep(0.5)
+    assert counter(cluster, live[0], "heartbeat_tls_handshake_failures") > before
+    assert "heartbeat: TLS handshake from" in cluster.nodes[live[0]].log_text()
+    rogue_log = rogue.log_text()
+    assert "heartbeat: TLS handshake to" in rogue_log, rogue_log[-2000:]
+    rogue_stats = cluster.stats(rogue.index)
+    assert rogue_stats["cluster_size"] in ("0", "1"), rogue_stats["cluster_size"]
+    assert int(rogue_stats["heartbeat_tls_handshake_failures"]) > 0
+    cluster.stop(rogue.index)
+
+
+CONFIG = """service {{
+    cluster-name bolide-tls
+}}
+network {{
+    tls cluster {{
+        cert-file PKI/node.pem
+        key-file PKI/node.key
+        ca-file PKI/ca.pem
+    }}
+    service {{
+        address 127.0.0.1
+        port {port}
+    }}
+    heartbeat {{
+        mode mesh
+        tls-port {heartbeat_port}
+        tls-name cluster
+    }}
+    fabric {{
+FABRIC    }}
+}}
+namespace test {{
+    storage-engine memory {{
+        data-size 16M
+    }}
+}}
+"""
+
+
+def config(pki, fabric: str) -> str:
+    return CONFIG.replace("PKI", str(pki)).replace("FABRIC", fabric)
+
+
+def test_config_errors_name_the_line_and_the_directive(pki):
+    rc, err, _ = check(config(pki, "        tls-port {fabric_port}\n        tls-name nowhere\n"))
+    assert rc not in (0, None), err
+    assert "line 21" in err and "'tls-name'" in err and "no 'tls nowhere" in err, err
+    rc, err, _ = check(config(pki, "        port {fabric_port}\n        tls-port 1\n"
+                              "        tls-name cluster\n"))
+    assert rc not in (0, None), err
+    assert "line 20" in err and "'port'" in err and "TLS only" in err, err
+    # A file that cannot be read stops the node with its name.
+    text = config(pki, "        tls-port {fabric_port}\n        tls-name cluster\n")
+    rc, err, _ = check(text.replace(f"{pki}/ca.pem", f"{pki}/missing-ca.pem"))
+    assert rc not in (0, None), err
+    assert "missing-ca.pem" in err, err
