@@ -4,8 +4,9 @@
 //! state machine publishes a new [`Routing`] after every change; requests
 //! read the current one without locks.
 
+use crate::conflict::Stamp;
 use crate::NodeId;
-use bolide_types::PARTITION_COUNT;
+use bolide_types::{DIGEST_BYTES, PARTITION_COUNT};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
@@ -229,10 +230,30 @@ pub fn set_bit(bitmap: &mut [u8; BITMAP_BYTES], pid: usize) {
 /// Per partition, a gate a handoff closes: while it is closed the working
 /// master takes no new write of the partition, and the handoff waits until
 /// the writes under way (counted here) have reached their copies.
+///
+/// (Strong consistency) The gate also lists the partition's records
+/// written here whose copies have not all been acknowledged: a write that
+/// timed out (in doubt) leaves its record *unreplicated* on the master,
+/// and the next read or write of it copies it to the replicas again
+/// before it is served, so that nothing a client has seen can be lost
+/// with this node (see [`UnreplicatedMark`]).
 #[derive(Debug, Default)]
 pub struct Gate {
     pub closed: std::sync::atomic::AtomicBool,
     pub inflight: std::sync::atomic::AtomicU32,
+    /// How many records `unreplicated` lists (read without the lock).
+    unreplicated_count: std::sync::atomic::AtomicU32,
+    /// Each record's digest and the stamp of its latest write here whose
+    /// copies are not all in.
+    unreplicated: std::sync::Mutex<Vec<([u8; DIGEST_BYTES], Stamp)>>,
+}
+
+impl Gate {
+    fn unreplicated_list(&self) -> std::sync::MutexGuard<'_, Vec<([u8; DIGEST_BYTES], Stamp)>> {
+        self.unreplicated
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The gates of every namespace's partitions.
@@ -268,6 +289,148 @@ impl Gates {
     pub fn on_publish(&self, previous_key: u64, routing: &Routing) {
         if routing.key != previous_key {
             self.open_all();
+        }
+    }
+
+    /// (SC) A write of `digest` with `stamp` was applied here and its
+    /// copies are on their way: the record is unreplicated until
+    /// [`UnreplicatedMark::replicated`].
+    pub fn mark_unreplicated(
+        self: &Arc<Self>,
+        namespace: usize,
+        pid: usize,
+        digest: [u8; DIGEST_BYTES],
+        stamp: Stamp,
+    ) -> Option<UnreplicatedMark> {
+        let gate = self.gate(namespace, pid)?;
+        let mut list = gate.unreplicated_list();
+        match list.iter_mut().find(|(held, _)| *held == digest) {
+            Some(entry) => entry.1 = stamp,
+            None => {
+                list.push((digest, stamp));
+                gate.unreplicated_count.fetch_add(1, SeqCst);
+            }
+        }
+        Some(UnreplicatedMark::new(self, namespace, pid, digest, stamp))
+    }
+
+    /// Whether a record of the partition is unreplicated here.
+    // PERF: hot path (SC requests): one atomic load when none is.
+    #[inline]
+    pub fn is_unreplicated(
+        &self,
+        namespace: usize,
+        pid: usize,
+        digest: &[u8; DIGEST_BYTES],
+    ) -> bool {
+        let Some(gate) = self.gate(namespace, pid) else {
+            return false;
+        };
+        gate.unreplicated_count.load(SeqCst) != 0
+            && gate
+                .unreplicated_list()
+                .iter()
+                .any(|(held, _)| held == digest)
+    }
+
+    /// (SC) A mark for copying an unreplicated record again: its
+    /// [`UnreplicatedMark::replicated`] takes the record off the list
+    /// unless a later write marked it again meanwhile. Taken before the
+    /// held copy is read, so that the copy sent covers the listed write.
+    /// None if the record is not listed.
+    pub fn rereplication_mark(
+        self: &Arc<Self>,
+        namespace: usize,
+        pid: usize,
+        digest: &[u8; DIGEST_BYTES],
+    ) -> Option<UnreplicatedMark> {
+        let gate = self.gate(namespace, pid)?;
+        let stamp = gate
+            .unreplicated_list()
+            .iter()
+            .find(|(held, _)| held == digest)
+            .map(|&(_, stamp)| stamp)?;
+        Some(UnreplicatedMark::new(self, namespace, pid, *digest, stamp))
+    }
+
+    /// The partition's unreplicated records (their digests).
+    pub fn unreplicated(&self, namespace: usize, pid: usize) -> Vec<[u8; DIGEST_BYTES]> {
+        match self.gate(namespace, pid) {
+            Some(gate) if gate.unreplicated_count.load(SeqCst) != 0 => gate
+                .unreplicated_list()
+                .iter()
+                .map(|(digest, _)| *digest)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// `unreplicated_records`: how many records of the namespace are
+    /// unreplicated here.
+    pub fn unreplicated_count(&self, namespace: usize) -> u64 {
+        self.namespaces.get(namespace).map_or(0, |gates| {
+            gates
+                .iter()
+                .map(|gate| u64::from(gate.unreplicated_count.load(SeqCst)))
+                .sum()
+        })
+    }
+
+    /// Forgets the partition's unreplicated records (this node no longer
+    /// holds it, or is no longer its master: the new master's copies are
+    /// the regime's).
+    pub fn forget_unreplicated(&self, namespace: usize, pid: usize) {
+        if let Some(gate) = self.gate(namespace, pid) {
+            if gate.unreplicated_count.load(SeqCst) != 0 {
+                gate.unreplicated_list().clear();
+                gate.unreplicated_count.store(0, SeqCst);
+            }
+        }
+    }
+}
+
+/// (SC) A record written (or about to be copied again) with `stamp`:
+/// once every copy is acknowledged, [`UnreplicatedMark::replicated`]
+/// takes it off the unreplicated list, unless a later write marked it
+/// again meanwhile. Dropped without that (a timeout), it stays listed.
+#[derive(Debug)]
+pub struct UnreplicatedMark {
+    gates: Arc<Gates>,
+    namespace: usize,
+    pid: usize,
+    digest: [u8; DIGEST_BYTES],
+    stamp: Stamp,
+}
+
+impl UnreplicatedMark {
+    fn new(
+        gates: &Arc<Gates>,
+        namespace: usize,
+        pid: usize,
+        digest: [u8; DIGEST_BYTES],
+        stamp: Stamp,
+    ) -> UnreplicatedMark {
+        UnreplicatedMark {
+            gates: Arc::clone(gates),
+            namespace,
+            pid,
+            digest,
+            stamp,
+        }
+    }
+
+    /// Every copy of the write with this stamp is in.
+    pub fn replicated(self) {
+        let Some(gate) = self.gates.gate(self.namespace, self.pid) else {
+            return;
+        };
+        let mut list = gate.unreplicated_list();
+        if let Some(at) = list
+            .iter()
+            .position(|&(digest, stamp)| digest == self.digest && stamp == self.stamp)
+        {
+            list.swap_remove(at);
+            gate.unreplicated_count.fetch_sub(1, SeqCst);
         }
     }
 }

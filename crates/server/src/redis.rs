@@ -71,6 +71,11 @@ impl Records for Backend<'_> {
                     Ok(())
                 }
                 Need::Again => Err("TRYAGAIN the cluster is changing; try again".to_owned()),
+                // (SC) The record goes to its replicas again in the
+                // background first.
+                Need::Rereplicate { .. } => {
+                    Err("TRYAGAIN the record is being copied to its replicas; try again".to_owned())
+                }
                 // The slot map said this node serves the key, but the
                 // partition moved meanwhile: the client retries and then
                 // follows the new map's MOVED.

@@ -15,7 +15,7 @@ use bolide_cluster::datapath::{
     Proxied, Ran, Replication, Reply, Token, Work,
 };
 use bolide_cluster::fabric::{Fabric, ProxyFraming};
-use bolide_cluster::routing::{Gates, Routing};
+use bolide_cluster::routing::{GateGuard, Gates, Routing};
 use bolide_cluster::{ClusterNode, NodeId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -189,6 +189,9 @@ impl World {
                     from: datapath::resolve_from(&routing, &route, 0, is_write, self.read_mode),
                 })
             }
+            Decision::Read if self.unreplicated(index, key, false) => {
+                return need(self.rereplication(index, key, None, true))
+            }
             Decision::Read => {
                 let value = node.store.get(key).and_then(|rec| rec.value);
                 return answered(match value {
@@ -196,8 +199,12 @@ impl World {
                     None => OpResult::NotFound,
                 });
             }
+            Decision::Write(guard) if self.unreplicated(index, key, true) => {
+                return need(self.rereplication(index, key, guard, true))
+            }
             Decision::Write(guard) => guard,
         };
+        let node = &self.nodes[index];
         let old = node.store.get(key);
         let value = match kind {
             OpKind::Put(value) => Some(*value),
@@ -228,13 +235,14 @@ impl World {
                 applied: true,
             };
         }
-        let image = OwnedImage {
-            digest: digest_of(key),
-            generation: rec.stamp.generation,
-            last_update_ms: rec.stamp.last_update_ms,
-            void_time: 0,
-            set_name: Vec::new(),
-            record: value.map(|value| value.to_le_bytes().to_vec()),
+        let image = image_of(key, &rec);
+        // (SC) Unreplicated until every copy is in.
+        let mark = if routing.namespaces[0].strong_consistency {
+            self.nodes[index]
+                .gates
+                .mark_unreplicated(0, pid, digest_of(key), rec.stamp)
+        } else {
+            None
         };
         Local {
             ran: Ran::Need(Need::Replicate(Replication {
@@ -246,9 +254,55 @@ impl World {
                 image,
                 commit_master: false,
                 guard,
+                mark,
             })),
             answer,
             applied: true,
+        }
+    }
+
+    /// (SC) Whether a strict read or a write of `key` at node `index` must
+    /// first copy the record to the replicas again.
+    fn unreplicated(&self, index: usize, key: u32, is_write: bool) -> bool {
+        let node = &self.nodes[index];
+        node.routing.namespaces[0].strong_consistency
+            && (is_write || self.read_mode.strict())
+            && node
+                .gates
+                .is_unreplicated(0, partition_of(key), &digest_of(key))
+    }
+
+    /// (SC) The held copy of `key` at node `index`, to its replicas again;
+    /// then the request runs again (`then_run`) or the work ends.
+    pub(crate) fn rereplication(
+        &self,
+        index: usize,
+        key: u32,
+        guard: Option<GateGuard>,
+        then_run: bool,
+    ) -> Need {
+        let node = &self.nodes[index];
+        let routing = &node.routing;
+        let pid = partition_of(key);
+        let route = routing.namespaces[0].route(pid);
+        let mark = node.gates.rereplication_mark(0, pid, &digest_of(key));
+        let rec = node.store.get(key).unwrap_or(Rec {
+            stamp: conflict::Stamp::default(),
+            value: None,
+        });
+        Need::Rereplicate {
+            copies: Replication {
+                namespace: 0,
+                pid: pid as u16,
+                cluster_key: routing.cluster_key,
+                regime: routing.namespaces[0].regime,
+                to: Nodes::of_members(routing, route.destinations()),
+                image: image_of(key, &rec),
+                commit_master: false,
+                guard,
+                mark,
+            },
+            then_run,
         }
     }
 
@@ -675,10 +729,11 @@ impl World {
 
     fn immigrate(&mut self, from: usize, to: usize, message: &Fabric<'_>) {
         let sender = self.nodes[from].id;
+        let now = self.now;
         let node = &mut self.nodes[to];
         let Some(step) = node
             .immigrator
-            .receive(&node.store, &node.routing, sender, message)
+            .receive(&node.store, &node.routing, sender, message, now)
         else {
             return;
         };
@@ -776,5 +831,17 @@ fn event_pid(event: &bolide_cluster::DataEvent) -> u16 {
     match event {
         bolide_cluster::DataEvent::ImmigrationDone { pid, .. }
         | bolide_cluster::DataEvent::EmigrationDone { pid, .. } => *pid,
+    }
+}
+
+/// A simulated record's image, as the data path sends it.
+fn image_of(key: u32, rec: &Rec) -> OwnedImage {
+    OwnedImage {
+        digest: digest_of(key),
+        generation: rec.stamp.generation,
+        last_update_ms: rec.stamp.last_update_ms,
+        void_time: 0,
+        set_name: Vec::new(),
+        record: rec.value.map(|value| value.to_le_bytes().to_vec()),
     }
 }

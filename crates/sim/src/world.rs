@@ -963,6 +963,9 @@ impl World {
                     }
                     use bolide_cluster::datapath::RecordStore;
                     self.nodes[index].store.drop_partition(namespace, pid);
+                    self.nodes[index]
+                        .gates
+                        .forget_unreplicated(namespace, usize::from(pid));
                 }
                 Action::Metadata(_) | Action::SaveSc { .. } => {}
                 Action::Log(_, line) => {

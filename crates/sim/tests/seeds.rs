@@ -103,3 +103,18 @@ fn strong_consistency_histories_are_linearizable() {
     }
     assert!(checked > count * 100, "only {checked} operations checked");
 }
+
+/// Seed 139 (`bolide-sim 139 --faults 4 --sc`): a write timed out while
+/// its replica was cut off, a linearize read then saw it, and the master
+/// was cut off in turn. The read must first copy the unreplicated record
+/// to the replica, or the majority loses what was read.
+#[test]
+fn a_read_in_doubt_write_survives_its_masters_loss() {
+    run(&Options {
+        seed: 139,
+        faults: 4,
+        verbose: false,
+        sc: true,
+    })
+    .unwrap_or_else(|failure| panic!("seed 139: {failure}"));
+}

@@ -8,9 +8,12 @@
 //! transaction layer does no I/O: it returns the work on other nodes as a
 //! [`Remote`] value, and the server carries it out over the fabric.
 
+use bolide_cluster::datapath::OwnedImage;
 pub use bolide_cluster::datapath::{Need, Replication};
 use bolide_cluster::routing::Gates;
 use bolide_cluster::{Route, Routing};
+use bolide_store::Namespace;
+use bolide_types::Digest;
 use bolide_wire::Framing;
 use std::sync::Arc;
 
@@ -52,6 +55,33 @@ impl<'a> Cluster<'a> {
             },
         }
     }
+}
+
+/// This node's copy of a record, or its tombstone, as the data path sends
+/// it (duplicate resolution, re-replication).
+pub fn held_image(ns: &Namespace, digest: &Digest) -> Option<OwnedImage> {
+    let set_name = |set_id: u16| ns.set_name(set_id).unwrap_or_default().as_bytes().to_vec();
+    let table = ns.read(digest);
+    if let Some(entry) = table.get(digest) {
+        let mut buf = Vec::new();
+        let record = ns.record_bytes(&entry, &mut buf).ok()?.to_vec();
+        return Some(OwnedImage {
+            digest: digest.0,
+            generation: entry.meta.generation,
+            last_update_ms: entry.meta.last_update_ms,
+            void_time: entry.meta.void_time,
+            set_name: set_name(entry.meta.set_id),
+            record: Some(record),
+        });
+    }
+    table.tombstone(digest).map(|tombstone| OwnedImage {
+        digest: digest.0,
+        generation: tombstone.generation,
+        last_update_ms: tombstone.last_update_ms,
+        void_time: 0,
+        set_name: set_name(tombstone.set_id),
+        record: None,
+    })
 }
 
 /// Work on other nodes a request needs before it is answered: what the

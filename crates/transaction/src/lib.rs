@@ -84,6 +84,7 @@ pub fn services(namespace: &Namespace) -> Option<&Services> {
     namespace.attached::<Services>()
 }
 
+use bolide_cluster::conflict::Stamp;
 use bolide_cluster::datapath::{self, Decision, Nodes, OwnedImage};
 use bolide_particles::expression::{self, Expr};
 use bolide_store::{CommitWait, Namespace, RecordMeta, RecordView, Store};
@@ -480,6 +481,44 @@ fn route<R: Reply + ?Sized>(
         Decision::Read => None,
         Decision::Write(guard) => guard,
     };
+    // (SC) A record whose last write here did not reach every replica is
+    // copied to them again before anyone reads or writes it: what a
+    // client sees must survive this node.
+    let read_mode = datapath::ReadMode::of_info3(policy.read_mode_sc);
+    let mark = if sc && (is_write || read_mode.strict()) {
+        cluster
+            .gates
+            .is_unreplicated(index, pid, &digest.0)
+            .then(|| cluster.gates.rereplication_mark(index, pid, &digest.0))
+            .flatten()
+    } else {
+        None
+    };
+    if let Some(mark) = mark {
+        let Some(image) = crate::cluster::held_image(namespace, &digest) else {
+            // Nothing held any more (dropped with its partition).
+            cluster.gates.forget_unreplicated(index, pid);
+            return remote(Need::Again);
+        };
+        return remote(Need::Rereplicate {
+            copies: Replication {
+                namespace: index,
+                pid: pid as u16,
+                cluster_key: cluster.routing.cluster_key,
+                regime: cluster
+                    .routing
+                    .namespaces
+                    .get(index)
+                    .map_or(0, |ns| ns.regime),
+                to: Nodes::of_members(cluster.routing, route.destinations()),
+                image,
+                commit_master: false,
+                guard,
+                mark: Some(mark),
+            },
+            then_run: true,
+        });
+    }
     let own_filter = record.filter.map(expression::parse).transpose()?;
     let filter = own_filter.as_ref().or(parent_filter);
     if is_write {
@@ -499,6 +538,20 @@ fn route<R: Reply + ?Sized>(
         };
         // The answer waits for the copies.
         let answer = reply.detach();
+        // (SC) Unreplicated until every copy is in.
+        let mark = if sc {
+            cluster.gates.mark_unreplicated(
+                index,
+                pid,
+                copy.digest.0,
+                Stamp {
+                    generation: copy.generation,
+                    last_update_ms: copy.last_update_ms,
+                },
+            )
+        } else {
+            None
+        };
         // PERF: the image moves out of the copy; no allocation.
         let image = OwnedImage {
             digest: copy.digest.0,
@@ -525,6 +578,7 @@ fn route<R: Reply + ?Sized>(
                     && !sc
                     && (policy.commit_master || namespace.config.write_commit_level_master),
                 guard,
+                mark,
             }),
             request: Request {
                 body: Vec::new(),

@@ -1,11 +1,15 @@
 //! Emigration: sending this node's copy of a partition to the node the
 //! rebalance names, at background priority.
 //!
-//! 1. The cluster state machine asks for it (`Action::Emigrate`); it waits
-//!    in a queue for one of `workers` slots (`migrate-threads` × 4). If its
-//!    map is not the one in force, it waits (up to 2 s) only while the
-//!    routing is still the one it was queued under (the new map may be a
-//!    moment behind); a map that moved on drops it at once.
+//! 1. The cluster state machine asks for it (`Action::Emigrate`) after
+//!    publishing its map, so the routing a driver reads when it adds the
+//!    emigration is that map or a newer one: if it is not the
+//!    emigration's, the map has moved on and the emigration is dropped at
+//!    once. (A driver that runs behind, as the server's migrate thread
+//!    does at background priority, can take a whole map's emigrations
+//!    after the next map is in force; none of them may hold a worker.)
+//!    Otherwise it waits in a queue for one of `workers` slots
+//!    (`migrate-threads` × 4); a new map drops it there too.
 //! 2. START: the receiver checks that it expects this partition from this
 //!    node under this map. Anything but OK is a failure (step 6).
 //! 3. A snapshot of the partition's records and tombstones goes out in
@@ -51,9 +55,6 @@ pub const STEP_TIMEOUT_MS: u64 = 10_000;
 /// How long a handoff waits for writes under way before it gives up (and
 /// retries).
 pub const DRAIN_TIMEOUT_MS: u64 = 5_000;
-/// How long an emigration waits for its map to be in force.
-pub const MAP_WAIT_MS: u64 = 2_000;
-const MAP_POLL_MS: u64 = 5;
 const DRAIN_POLL_MS: u64 = 1;
 /// After AGAIN, nothing is started towards that receiver for this long.
 pub const AGAIN_PAUSE_MS: u64 = 10;
@@ -78,12 +79,6 @@ pub struct EmigratorConfig {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
-    /// The routing lags: waiting for the emigration's map to be in force
-    /// while the routing's key is still `queued_under`.
-    AwaitMap {
-        until_ms: u64,
-        queued_under: u64,
-    },
     Start {
         token: Token,
         sent_ms: u64,
@@ -138,8 +133,6 @@ struct Queued {
     /// Not to start before (a retry's pause).
     not_before_ms: u64,
     backoff_ms: u64,
-    /// The routing's key when it was queued.
-    queued_under: u64,
 }
 
 /// This node's emigrations: queued, and under way.
@@ -172,21 +165,26 @@ impl Emigrator {
         }
     }
 
-    /// Queues an emigration the cluster state machine asked for.
-    /// `routing_key`: the key of the map in force now.
-    pub fn add(&mut self, emigration: Emigration, now_ms: u64, routing_key: u64) {
+    /// Queues an emigration the cluster state machine asked for after
+    /// publishing its map. `routing_key`: the key of the map in force
+    /// now; if it is not the emigration's, that map was left behind and
+    /// the emigration is dropped (false).
+    pub fn add(&mut self, emigration: Emigration, now_ms: u64, routing_key: u64) -> bool {
         self.seen_ms = self.seen_ms.max(now_ms);
+        if emigration.key != routing_key {
+            return false;
+        }
         self.queue.push_back(Queued {
             emigration,
             not_before_ms: now_ms,
             backoff_ms: BACKOFF_FIRST_MS,
-            queued_under: routing_key,
         });
         self.fill(now_ms, routing_key);
+        true
     }
 
-    /// Advances time: map waits, pacing, drains, step timeouts, retries,
-    /// and cancels what an older map asked for.
+    /// Advances time: pacing, drains, step timeouts, retries, and cancels
+    /// what an older map asked for.
     pub fn tick(&mut self, now_ms: u64, routing_key: u64) {
         self.seen_ms = self.seen_ms.max(now_ms);
         for index in 0..self.active.len() {
@@ -248,7 +246,6 @@ impl Emigrator {
             .active
             .iter()
             .map(|a| match a.stage {
-                Stage::AwaitMap { until_ms, .. } => until_ms.min(self.seen_ms + MAP_POLL_MS),
                 Stage::Start { sent_ms, .. }
                 | Stage::Records { sent_ms, .. }
                 | Stage::Done { sent_ms, .. } => (sent_ms + STEP_TIMEOUT_MS).min(poll),
@@ -350,16 +347,6 @@ impl Emigrator {
         let current = active.emigration.key == routing_key;
         match active.stage {
             Stage::Finished => {}
-            Stage::AwaitMap {
-                until_ms,
-                queued_under,
-            } => {
-                if current {
-                    self.send_step(index, now_ms, StepKind::Start);
-                } else if now_ms >= until_ms || routing_key != queued_under {
-                    self.active[index].stage = Stage::Finished;
-                }
-            }
             _ if !current => self.cancel(index),
             Stage::Start { sent_ms, .. }
             | Stage::Records { sent_ms, .. }
@@ -386,9 +373,8 @@ impl Emigrator {
     fn fill(&mut self, now_ms: u64, routing_key: u64) {
         while self.active.len() < self.config.workers {
             // Emigrations of a map the routing has left go at once.
-            self.queue.retain(|queued| {
-                queued.emigration.key == routing_key || queued.queued_under == routing_key
-            });
+            self.queue
+                .retain(|queued| queued.emigration.key == routing_key);
             self.busy_until.retain(|_, until| *until > now_ms);
             let Some(position) = self
                 .queue
@@ -400,13 +386,9 @@ impl Emigrator {
             let Some(queued) = self.queue.remove(position) else {
                 break;
             };
-            let current = queued.emigration.key == routing_key;
             self.active.push(Active {
                 emigration: queued.emigration,
-                stage: Stage::AwaitMap {
-                    until_ms: now_ms + MAP_WAIT_MS,
-                    queued_under: queued.queued_under,
-                },
+                stage: Stage::Finished,
                 images: Vec::new(),
                 next: 0,
                 frame_end: 0,
@@ -414,9 +396,7 @@ impl Emigrator {
                 gate_closed: false,
             });
             let index = self.active.len() - 1;
-            if current {
-                self.send_step(index, now_ms, StepKind::Start);
-            }
+            self.send_step(index, now_ms, StepKind::Start);
         }
         assert!(self.active.len() <= self.config.workers);
     }
@@ -584,7 +564,6 @@ impl Emigrator {
             emigration: active.emigration,
             not_before_ms: now_ms,
             backoff_ms: active.backoff_ms,
-            queued_under: active.emigration.key,
         });
     }
 
@@ -599,7 +578,6 @@ impl Emigrator {
             emigration: active.emigration,
             not_before_ms: now_ms + active.backoff_ms,
             backoff_ms: (active.backoff_ms * 2).min(BACKOFF_MAX_MS),
-            queued_under: active.emigration.key,
         });
     }
 

@@ -19,7 +19,7 @@
 use super::work::Outbox;
 use super::{retry_pause_ms, Counter, NamespaceName, Nodes, OwnedImage, Reply, Token};
 use crate::fabric::{code, Channel, Fabric};
-use crate::routing::{GateGuard, Routing, DESTINATIONS_MAX};
+use crate::routing::{GateGuard, Routing, UnreplicatedMark, DESTINATIONS_MAX};
 use crate::NodeId;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -65,6 +65,8 @@ pub struct Replicate {
     /// (SC) the map moved on without this node as the partition's master:
     /// never complete.
     stalled: bool,
+    /// (SC) Takes the record off the unreplicated list once complete.
+    mark: Option<UnreplicatedMark>,
 }
 
 impl Replicate {
@@ -78,6 +80,7 @@ impl Replicate {
         to: &Nodes,
         image: OwnedImage,
         guard: Option<GateGuard>,
+        mark: Option<UnreplicatedMark>,
     ) -> Replicate {
         let mut replicate = Replicate {
             namespace,
@@ -93,6 +96,7 @@ impl Replicate {
             retry_at: None,
             guard,
             stalled: false,
+            mark,
         };
         replicate.set_destinations(to);
         replicate
@@ -221,6 +225,16 @@ impl Replicate {
     /// Releases the partition's gate (the copies are in, or will never be).
     pub(crate) fn release(&mut self) {
         self.guard = None;
+    }
+
+    /// Every copy is in: the record is replicated (unless written again
+    /// meanwhile).
+    pub(crate) fn replicated(&mut self) {
+        if self.is_complete() {
+            if let Some(mark) = self.mark.take() {
+                mark.replicated();
+            }
+        }
     }
 
     pub(crate) fn encode(&self, token: Token, id: u64, out: &mut Vec<u8>) -> bool {

@@ -14,7 +14,14 @@
 //!   Need::Resolve ─► Resolve ── all copies in ─────────────┤ (resolved)
 //!            │          └── a copy missing ── pause 10 ms ─┘
 //!   Need::Replicate ─► Replicate ── every copy in ──► answer
+//!   Need::Rereplicate ─► Replicate ── every copy in ───────┘ (or answer)
 //! ```
+//!
+//! (Strong consistency) A record whose last write's copies did not all
+//! arrive is *unreplicated* on its master (`Gates::mark_unreplicated`):
+//! before the next read or write of it is served, its held copy goes to
+//! the replicas again (`Need::Rereplicate`), and the request runs again
+//! once they have it; past the deadline it times out, served by nobody.
 
 use super::proxy::{self, Proxy};
 use super::queue::Queue;
@@ -25,7 +32,7 @@ use super::{
     AGAIN_PAUSE_MS, RESOLVE_RETRY_MS, ROUTING_POLL_MS,
 };
 use crate::fabric::{Channel, ProxyFraming};
-use crate::routing::{GateGuard, Routing};
+use crate::routing::{GateGuard, Routing, UnreplicatedMark};
 use crate::NodeId;
 use bolide_types::DIGEST_BYTES;
 
@@ -49,6 +56,10 @@ pub enum Need {
     },
     /// The write was applied here; its copy must reach the other holders.
     Replicate(Replication),
+    /// (SC) The record is unreplicated here: its held copy goes to the
+    /// other holders first; then the request runs again (`then_run`), or
+    /// (a background re-replication) the work answers.
+    Rereplicate { copies: Replication, then_run: bool },
 }
 
 /// A write's copy on its way to the other holders of its partition.
@@ -67,9 +78,16 @@ pub struct Replication {
     pub commit_master: bool,
     /// Holds the partition's gate until the copies are in.
     pub guard: Option<GateGuard>,
+    /// (SC) Takes the record off the unreplicated list once every copy
+    /// is in.
+    pub mark: Option<UnreplicatedMark>,
 }
 
 /// What running the request here led to.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "handed straight to the work; boxing a need would allocate per request"
+)]
 #[derive(Debug)]
 pub enum Ran {
     /// It was answered here (the driver holds the answer).
@@ -135,6 +153,9 @@ pub struct Work {
     answered: bool,
     /// The latest time an input brought.
     seen_ms: u64,
+    /// The copies going out are a re-replication: once in, the request
+    /// runs again.
+    run_after_copies: bool,
 }
 
 impl Work {
@@ -156,6 +177,7 @@ impl Work {
             outbox: Outbox::default(),
             answered: false,
             seen_ms: now_ms,
+            run_after_copies: false,
         }
     }
 
@@ -202,11 +224,15 @@ impl Work {
                 self.stage = Stage::Resolve(resolve);
                 self.resolve_progress(progress, now_ms);
             }
-            Need::Replicate(replication) => self.replicate(replication, routing),
+            Need::Replicate(replication) => self.replicate(replication, routing, now_ms),
+            Need::Rereplicate { copies, then_run } => {
+                self.run_after_copies = then_run;
+                self.replicate(copies, routing, now_ms)
+            }
         }
     }
 
-    fn replicate(&mut self, replication: Replication, routing: &Routing) {
+    fn replicate(&mut self, replication: Replication, routing: &Routing, now_ms: u64) {
         let Replication {
             namespace,
             pid,
@@ -216,6 +242,7 @@ impl Work {
             image,
             commit_master,
             guard,
+            mark,
         } = replication;
         let name = routing
             .namespaces
@@ -230,6 +257,7 @@ impl Work {
             &to,
             image,
             guard,
+            mark,
         );
         if commit_master {
             // Answered at once; the copies still go out (and are retried).
@@ -238,7 +266,7 @@ impl Work {
         match replicate.start(&mut self.outbox) {
             replicate::Progress::Complete => {
                 self.stage = Stage::Replicate(replicate);
-                self.replicated();
+                self.replicated(now_ms);
             }
             replicate::Progress::Waiting => self.stage = Stage::Replicate(replicate),
         }
@@ -271,7 +299,7 @@ impl Work {
                 if replicate.reply(token, &reply, now_ms, &mut self.outbox)
                     == replicate::Progress::Complete
                 {
-                    self.replicated();
+                    self.replicated(now_ms);
                 }
             }
             Stage::Running | Stage::Paused { .. } | Stage::Over => {}
@@ -305,7 +333,7 @@ impl Work {
                 if replicate.tick(now_ms, routing, &mut self.outbox)
                     == replicate::Progress::Complete
                 {
-                    self.replicated();
+                    self.replicated(now_ms);
                 }
             }
             Stage::Running | Stage::Paused { .. } | Stage::Over => {}
@@ -399,9 +427,13 @@ impl Work {
         self.outbox.push(Output::Run { resolved });
     }
 
-    fn replicated(&mut self) {
+    fn replicated(&mut self, now_ms: u64) {
         if let Stage::Replicate(replicate) = &mut self.stage {
             replicate.release();
+            replicate.replicated();
+        }
+        if std::mem::take(&mut self.run_after_copies) {
+            return self.run(false, now_ms);
         }
         self.finish(Finish::Local);
     }

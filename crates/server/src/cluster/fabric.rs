@@ -142,8 +142,7 @@ impl Outgoing {
             }
             std::mem::swap(&mut *self.buffer.borrow_mut(), &mut batch);
             // A TLS writer holds records until flushed.
-            let failed =
-                writer.write_all(&batch).await.is_err() || writer.flush().await.is_err();
+            let failed = writer.write_all(&batch).await.is_err() || writer.flush().await.is_err();
             batch.clear();
             if batch.capacity() > WRITE_BATCH_BYTES {
                 // A burst grew it: back to the usual size.

@@ -487,12 +487,13 @@ pub fn namespace(node: &Context, index: usize, text: &mut String) {
         "ns_cluster_size={};effective_replication_factor={n_replicas};master_objects={master};\
          prole_objects={prole};non_replica_objects={non_replica};master_tombstones={master_tombstones};\
          prole_tombstones={prole_tombstones};tombstones={};unavailable_partitions={unavailable};dead_partitions={dead};\
-         migrate_tx_partitions_initial={};migrate_tx_partitions_remaining={};\
+         unreplicated_records={};migrate_tx_partitions_initial={};migrate_tx_partitions_remaining={};\
          migrate_rx_partitions_initial={};migrate_rx_partitions_remaining={};\
          migrate_signals_remaining={};migrate_fresh_partitions={};\
          conflict-resolution-policy={};write-commit-level-override={};tomb-raider-eligible-age={};migrate-sleep={};",
         ns_cluster_size,
         ns.stats.tombstones.load(Relaxed).max(0),
+        node.cluster.gates.unreplicated_count(index),
         migrations.tx_initial,
         migrations.tx_remaining,
         migrations.rx_initial,

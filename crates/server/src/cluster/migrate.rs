@@ -103,6 +103,7 @@ async fn run(node: Arc<Node>, mut commands: mpsc::UnboundedReceiver<Command>) {
                     }
                     Command::Drop { namespace, pid } => {
                         Records(&node.store).drop_partition(namespace, pid);
+                        node.cluster.gates.forget_unreplicated(namespace, usize::from(pid));
                     }
                     Command::Bulk { stream, leftover, peer } => {
                         tokio::task::spawn_local(serve_bulk_connection(
@@ -214,7 +215,13 @@ async fn immigrate(
     let step = {
         let mut immigrator = immigrator.borrow_mut();
         let step = immigrator
-            .receive(&Records(&node.store), &routing, peer, request)
+            .receive(
+                &Records(&node.store),
+                &routing,
+                peer,
+                request,
+                monotonic_ms(),
+            )
             .ok_or(())?;
         while let Some(output) = immigrator.next_output() {
             match output {

@@ -37,28 +37,7 @@ impl RecordStore for Records<'_> {
 
     fn fetch(&self, namespace: usize, digest: &[u8; DIGEST_BYTES]) -> Option<OwnedImage> {
         let ns = self.0.namespaces().get(namespace)?;
-        let digest = Digest(*digest);
-        let table = ns.read(&digest);
-        if let Some(entry) = table.get(&digest) {
-            let mut buf = Vec::new();
-            let record = ns.record_bytes(&entry, &mut buf).ok()?.to_vec();
-            return Some(OwnedImage {
-                digest: digest.0,
-                generation: entry.meta.generation,
-                last_update_ms: entry.meta.last_update_ms,
-                void_time: entry.meta.void_time,
-                set_name: set_name(ns, entry.meta.set_id),
-                record: Some(record),
-            });
-        }
-        table.tombstone(&digest).map(|tombstone| OwnedImage {
-            digest: digest.0,
-            generation: tombstone.generation,
-            last_update_ms: tombstone.last_update_ms,
-            void_time: 0,
-            set_name: set_name(ns, tombstone.set_id),
-            record: None,
-        })
+        bolide_transaction::cluster::held_image(ns, &Digest(*digest))
     }
 
     fn snapshot(&self, namespace: usize, pid: u16, skipped: &mut u64) -> Vec<OwnedImage> {
@@ -79,10 +58,6 @@ impl RecordStore for Records<'_> {
         tracing::debug!(target: "cluster", namespace = ns.name(), pid, dropped, "dropped extra copy");
         dropped
     }
-}
-
-fn set_name(ns: &bolide_store::Namespace, set_id: u16) -> Vec<u8> {
-    ns.set_name(set_id).unwrap_or_default().as_bytes().to_vec()
 }
 
 /// Whether an incoming copy beats the held one under `policy`.

@@ -335,6 +335,7 @@ pub fn start_fabric_thread(node: Arc<Node>) -> Result<(), String> {
                 return;
             };
             let local = tokio::task::LocalSet::new();
+            local.spawn_local(rereplicate_in_background(Arc::clone(&node)));
             local.block_on(&runtime, async move {
                 while let Some(job) = jobs.recv().await {
                     let node = Arc::clone(&node);
@@ -347,6 +348,104 @@ pub fn start_fabric_thread(node: Arc<Node>) -> Result<(), String> {
         })
         .map_err(|error| format!("cannot start the fabric thread: {error}"))?;
     Ok(())
+}
+
+/// How often the unreplicated records are looked for.
+const REREPLICATE_EVERY: Duration = Duration::from_millis(500);
+/// Most records copied again per sweep.
+const REREPLICATE_PER_SWEEP: usize = 256;
+
+/// (SC) Copies the records left unreplicated here (a write that timed
+/// out) to their replicas again, a few at a time, in partitions this node
+/// is the working master of; forgets them where it no longer is (the new
+/// master's copies are the regime's, and this node's reach it by
+/// migration).
+async fn rereplicate_in_background(node: Arc<Node>) {
+    let sc: Vec<usize> = node
+        .store
+        .namespaces()
+        .iter()
+        .enumerate()
+        .filter(|(_, ns)| ns.config.strong_consistency)
+        .map(|(index, _)| index)
+        .collect();
+    if sc.is_empty() {
+        return;
+    }
+    let gates = Arc::clone(&node.cluster.gates);
+    loop {
+        tokio::time::sleep(REREPLICATE_EVERY).await;
+        let routing = node.cluster.routing.load_full();
+        if !routing.settled() {
+            continue;
+        }
+        let mut budget = REREPLICATE_PER_SWEEP;
+        let mut copies = Vec::new();
+        for &index in &sc {
+            if gates.unreplicated_count(index) == 0 {
+                continue;
+            }
+            let Some((ns, routes)) = node
+                .store
+                .namespaces()
+                .get(index)
+                .zip(routing.namespaces.get(index))
+            else {
+                continue;
+            };
+            for pid in 0..bolide_types::PARTITION_COUNT {
+                let digests = gates.unreplicated(index, pid);
+                if digests.is_empty() {
+                    continue;
+                }
+                let route = routes.route(pid);
+                if route.unavailable() || !route.writes_here() {
+                    gates.forget_unreplicated(index, pid);
+                    continue;
+                }
+                for digest in digests.into_iter().take(budget) {
+                    let Some(mark) = gates.rereplication_mark(index, pid, &digest) else {
+                        continue;
+                    };
+                    let Some(image) =
+                        bolide_transaction::cluster::held_image(ns, &bolide_types::Digest(digest))
+                    else {
+                        continue;
+                    };
+                    budget -= 1;
+                    copies.push(datapath::Replication {
+                        namespace: index,
+                        pid: pid as u16,
+                        cluster_key: routing.cluster_key,
+                        regime: routes.regime,
+                        to: datapath::Nodes::of_members(&routing, route.destinations()),
+                        image,
+                        commit_master: false,
+                        guard: None,
+                        mark: Some(mark),
+                    });
+                }
+                if budget == 0 {
+                    break;
+                }
+            }
+        }
+        for copies in copies {
+            let remote = Remote {
+                need: Need::Rereplicate {
+                    copies,
+                    then_run: false,
+                },
+                request: bolide_transaction::Request {
+                    body: Vec::new(),
+                    framing: Framing::Message,
+                    timeout_ms: 0,
+                },
+                answer: Vec::new(),
+            };
+            tokio::task::spawn_local(complete(Arc::clone(&node), remote));
+        }
+    }
 }
 
 /// Applies a cluster-wide metadata item on this node.

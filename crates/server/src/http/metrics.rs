@@ -126,6 +126,7 @@ const NAMESPACE: &[Known] = &[
     known("prole_tombstones", "prole_tombstones", GAUGE, 1.0, "Tombstones in partitions this node is a replica of."),
     known("unavailable_partitions", "unavailable_partitions", GAUGE, 1.0, "Partitions nobody serves here (before the first map, or an orphan past its grace)."),
     known("dead_partitions", "dead_partitions", GAUGE, 1.0, "Partitions whose every copy is lost (always 0 in AP)."),
+    known("unreplicated_records", "unreplicated_records", GAUGE, 1.0, "(SC) Records written here whose copies are not all acknowledged yet: copied again before they are next served."),
     known("migrate_tx_partitions_initial", "migrate_tx_partitions_initial", GAUGE, 1.0, "Partitions this node was to send at the last rebalance."),
     known("migrate_tx_partitions_remaining", "migrate_tx_partitions_remaining", GAUGE, 1.0, "Partitions this node still has to send."),
     known("migrate_rx_partitions_initial", "migrate_rx_partitions_initial", GAUGE, 1.0, "Partitions this node was to receive at the last rebalance."),
