@@ -68,6 +68,27 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
+def with_redis_port(config_text: str, port: int) -> str:
+    """The configuration with a `redis { port PORT }` block in `network`."""
+    text = config_text.replace(
+        "network {\n", f"network {{\n    redis {{\n        port {port}\n    }}\n", 1)
+    assert f"port {port}" in text, "no network block to add the Redis port to"
+    return text
+
+
+def wait_for_port(port: int, timeout: float = 10.0) -> None:
+    """Until something accepts connections on 127.0.0.1:PORT."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def render_config(
     service_port: int,
     fabric_port: int,

@@ -15,27 +15,17 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from bolide_server import BolideServer, free_ports  # noqa: E402
+from bolide_server import BolideServer, free_ports, wait_for_port, with_redis_port  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def server():
     (redis_port,) = free_ports(1)
     srv = BolideServer()
-    srv.config_text = srv.config_text.replace(
-        "network {\n", f"network {{\n    redis {{\n        port {redis_port}\n    }}\n", 1
-    )
+    srv.config_text = with_redis_port(srv.config_text, redis_port)
     srv.redis_port = redis_port
     with srv:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", redis_port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_for_port(redis_port)
         yield srv
 
 
@@ -790,21 +780,11 @@ def test_incr_from_two_service_threads_is_exact():
     count exact."""
     (redis_port,) = free_ports(1)
     srv = BolideServer()
-    srv.config_text = srv.config_text.replace(
-        "network {\n", f"network {{\n    redis {{\n        port {redis_port}\n    }}\n", 1
-    ).replace("service {\n", "service {\n    service-threads 2\n", 1)
+    srv.config_text = with_redis_port(srv.config_text, redis_port).replace("service {\n", "service {\n    service-threads 2\n", 1)
     assert "service-threads 2" in srv.config_text
     per_thread = 3000
     with srv:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", redis_port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_for_port(redis_port)
         # Two connections opened back to back: one per service thread.
         clients = [redis.Redis(port=redis_port, protocol=2, single_connection_client=True)
                    for _ in range(2)]

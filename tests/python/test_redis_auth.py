@@ -12,7 +12,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from bolide_server import BolideServer, free_ports  # noqa: E402
+from bolide_server import BolideServer, free_ports, wait_for_port, with_redis_port  # noqa: E402
 from security_helpers import client, secured_config  # noqa: E402
 
 
@@ -24,15 +24,7 @@ def node():
     srv = BolideServer(config_text=text)
     srv.redis_port = redis_port
     with srv:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", redis_port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_for_port(redis_port)
         admin = client(srv, "admin", "admin")
         admin.admin_create_user("writer", "wpass", ["read-write"])
         admin.admin_create_user("reader", "rpass", ["read"])
@@ -147,18 +139,9 @@ def test_open_node_auth_semantics():
     Redis's error for a server with no password."""
     (redis_port,) = free_ports(1)
     srv = BolideServer()
-    srv.config_text = srv.config_text.replace(
-        "network {\n", f"network {{\n    redis {{\n        port {redis_port}\n    }}\n", 1)
+    srv.config_text = with_redis_port(srv.config_text, redis_port)
     with srv:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", redis_port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_for_port(redis_port)
         assert raw(redis_port, b"ACL WHOAMI\r\n") == b"$7\r\ndefault\r\n"
         assert raw(redis_port, b"AUTH pw\r\n") == (
             b"-ERR AUTH <password> called without any password configured for the default "
