@@ -431,16 +431,7 @@ impl ClientCertVerifier for CheckedClients {
         let verified = self
             .inner
             .verify_client_cert(end_entity, intermediates, now)?;
-        let identity = Identity::of(end_entity)
-            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
-        if let Some(revoked) = self
-            .revoked
-            .iter()
-            .find(|revoked| revoked.matches(&identity))
-        {
-            tracing::warn!(serial = %revoked.serial, "TLS: refused a revoked client certificate");
-            return Err(rustls::Error::InvalidCertificate(CertificateError::Revoked));
-        }
+        let identity = unrevoked(end_entity, &self.revoked, "client")?;
         if let Some(names) = &self.names {
             if !identity.has_any_name(names) {
                 tracing::warn!(
@@ -560,6 +551,23 @@ impl Revoked {
                 .as_ref()
                 .is_none_or(|issuer| issuer == &identity.issuer)
     }
+}
+
+/// The identity of a certificate the chain check accepted, or a refusal
+/// (logged) if it is on the `cert-blacklist`; `whose` names the other side
+/// in the log line.
+fn unrevoked(
+    end_entity: &CertificateDer<'_>,
+    revoked: &[Revoked],
+    whose: &str,
+) -> Result<Identity, rustls::Error> {
+    let identity = Identity::of(end_entity)
+        .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+    if let Some(revoked) = revoked.iter().find(|revoked| revoked.matches(&identity)) {
+        tracing::warn!(serial = %revoked.serial, "TLS: refused a revoked {whose} certificate");
+        return Err(rustls::Error::InvalidCertificate(CertificateError::Revoked));
+    }
+    Ok(identity)
 }
 
 fn read_blacklist(file: &Path) -> Result<Vec<Revoked>, String> {
@@ -724,16 +732,7 @@ impl rustls::client::danger::ServerCertVerifier for CheckedServers {
             ocsp_response,
             now,
         )?;
-        let identity = Identity::of(end_entity)
-            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
-        if let Some(revoked) = self
-            .revoked
-            .iter()
-            .find(|revoked| revoked.matches(&identity))
-        {
-            tracing::warn!(serial = %revoked.serial, "TLS: refused a revoked peer certificate");
-            return Err(rustls::Error::InvalidCertificate(CertificateError::Revoked));
-        }
+        unrevoked(end_entity, &self.revoked, "peer")?;
         Ok(verified)
     }
 
