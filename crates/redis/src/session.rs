@@ -46,6 +46,11 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The next connection's `CLIENT ID` (ids start at 1 and never repeat).
+    pub fn take_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Relaxed)
+    }
+
     pub fn new(namespace: String, port: u16) -> Shared {
         let config = [
             ("save", ""),
@@ -167,7 +172,14 @@ const BLOCK_POLL: Duration = Duration::from_millis(5);
 
 impl Session {
     pub fn new(shared: Arc<Shared>, peer: String, local: String) -> Session {
-        let id = shared.next_client_id.fetch_add(1, Relaxed);
+        let id = shared.take_client_id();
+        Session::with_id(shared, id, peer, local)
+    }
+
+    /// A session whose `CLIENT ID` was taken when its socket was accepted
+    /// ([`Shared::take_client_id`]), so ids follow the order of accepts
+    /// as in Redis, whichever service thread starts the session first.
+    pub fn with_id(shared: Arc<Shared>, id: u64, peer: String, local: String) -> Session {
         shared.connections_received.fetch_add(1, Relaxed);
         let session = Session {
             shared,

@@ -169,6 +169,7 @@ pub fn run(config: Config) -> Result<(), String> {
         listeners,
         fabric_listener,
         redis_listener,
+        Arc::clone(&redis_shared),
         loops,
         signals,
     ))?;
@@ -281,8 +282,8 @@ fn redis_listener(config: &Config) -> Result<Option<TcpListener>, String> {
 
 /// A connection handed to an event loop.
 enum Incoming {
-    /// A Redis client's socket.
-    Redis(std::net::TcpStream),
+    /// A Redis client's socket and its `CLIENT ID`, taken in accept order.
+    Redis(std::net::TcpStream, u64),
     /// A client's socket, and its listener's TLS context.
     Client(std::net::TcpStream, Option<ServerTls>),
     Fabric(std::net::TcpStream),
@@ -293,6 +294,7 @@ async fn accept(
     listeners: Vec<Listener>,
     fabric_listener: Option<TcpListener>,
     redis_listener: Option<TcpListener>,
+    redis_shared: Arc<bolide_redis::Shared>,
     loops: Vec<mpsc::UnboundedSender<Incoming>>,
     mut signals: Signals,
 ) -> Result<(), String> {
@@ -319,8 +321,9 @@ async fn accept(
                         let Ok(stream) = stream.into_std() else {
                             continue;
                         };
+                        let id = redis_shared.take_client_id();
                         if let Some(sender) = loops.get(next % loops.len()) {
-                            let _ = sender.send(Incoming::Redis(stream));
+                            let _ = sender.send(Incoming::Redis(stream, id));
                         }
                         next = next.wrapping_add(1);
                     }
@@ -457,13 +460,14 @@ fn event_loop(
                         tracing::warn!(%error, "cannot adopt connection");
                     }
                 },
-                Incoming::Redis(stream) => {
+                Incoming::Redis(stream, id) => {
                     if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
                         let _ = stream.set_nodelay(true);
                         tokio::task::spawn_local(redis::serve(
                             Arc::clone(&connections),
                             Arc::clone(&redis),
                             stream,
+                            id,
                         ));
                     }
                 }

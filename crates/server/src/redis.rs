@@ -258,18 +258,23 @@ fn build_map(context: &Context, routing: &Routing, namespace: &str) -> ClusterMa
 
 /// Serves one Redis connection until the client leaves or sends a
 /// malformed request.
-pub async fn serve(context: Arc<Context>, shared: Arc<Shared>, stream: tokio::net::TcpStream) {
+pub async fn serve(
+    context: Arc<Context>,
+    shared: Arc<Shared>,
+    stream: tokio::net::TcpStream,
+    id: u64,
+) {
     context.counters.connections_opened.fetch_add(1, Relaxed);
-    run(&context, shared, stream).await;
+    run(&context, shared, stream, id).await;
     context.counters.connections_closed.fetch_add(1, Relaxed);
 }
 
-async fn run(context: &Context, shared: Arc<Shared>, stream: tokio::net::TcpStream) {
+async fn run(context: &Context, shared: Arc<Shared>, stream: tokio::net::TcpStream, id: u64) {
     let peer = stream.peer_addr().ok();
     let local = stream.local_addr().ok();
     let show =
         |address: Option<std::net::SocketAddr>| address.map_or(String::new(), |a| a.to_string());
-    let mut session = Session::new(Arc::clone(&shared), show(peer), show(local));
+    let mut session = Session::with_id(Arc::clone(&shared), id, show(peer), show(local));
     let waker = Arc::new(Waker(tokio::sync::Notify::new()));
     session.set_wake(Arc::clone(&waker) as Arc<dyn bolide_redis::pubsub::Wake>);
     let mut connection = Connection::plain(stream);
