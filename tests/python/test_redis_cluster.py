@@ -227,6 +227,61 @@ def test_redis_benchmark_cluster_mode(cluster):
     assert "error" not in (out.stdout + out.stderr).lower(), out.stdout + out.stderr
 
 
+def test_scripts_in_a_cluster(cluster):
+    """A script's declared keys route like a command's (MOVED, CROSSSLOT);
+    the keys it reaches must be on this node, and a script with a shebang
+    must stay in one slot; RedisCluster routes EVAL by its first key."""
+    owners = wait_for_full_map(cluster.nodes)
+    node0 = cluster.nodes[0].redis_port
+    keys = [f"script:{i}" for i in range(2000)]
+    here = [k for k in keys if owners[key_slot(k.encode())][1] == node0]
+    elsewhere = next(k for k in keys if owners[key_slot(k.encode())][1] != node0)
+    other_slot_here = next(k for k in here[1:]
+                           if key_slot(k.encode()) != key_slot(here[0].encode()))
+    slot = key_slot(elsewhere.encode())
+    host, port, _ = owners[slot]
+    import hashlib
+    import socket
+
+    def suffix(body: str) -> str:
+        return f" script: {hashlib.sha1(body.encode()).hexdigest()}, on @user_script:1."
+
+    with socket.create_connection(("127.0.0.1", node0), timeout=5) as s:
+        body = b"return 1"
+        s.sendall(b"*4\r\n$4\r\nEVAL\r\n$8\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n"
+                  % (body, len(elsewhere), elsewhere.encode()))
+        assert s.recv(4096) == f"-MOVED {slot} {host}:{port}\r\n".encode()
+    with redis.Redis(port=node0, protocol=2) as r:
+        with pytest.raises(redis.exceptions.ResponseError,
+                           match="^Keys in request don't hash to the same slot$"):
+            r.eval("return 1", 2, "{a}x", "{b}y")
+        assert r.eval("return redis.call('set', KEYS[1], ARGV[1])", 1, here[0], "v") == b"OK"
+        body = "return redis.call('get', ARGV[1])"
+        with pytest.raises(redis.exceptions.ResponseError) as error:
+            r.eval(body, 0, elsewhere)
+        assert str(error.value) == \
+            "Script attempted to access a non local key in a cluster node" + suffix(body)
+        # Without a shebang a script may touch several of this node's slots.
+        assert r.eval("redis.call('set', KEYS[1], 1) return redis.call('set', ARGV[1], 2)",
+                      1, here[0], other_slot_here) == b"OK"
+        body = "#!lua\nredis.call('set', KEYS[1], 1) return redis.call('set', ARGV[1], 2)"
+        with pytest.raises(redis.exceptions.ResponseError) as error:
+            r.eval(body, 1, here[0], other_slot_here)
+        assert str(error.value) == ("Script attempted to access keys that do not hash to the "
+                                    "same slot" + suffix(body).replace(":1.", ":2."))
+        with pytest.raises(redis.exceptions.ResponseError,
+                           match="^Can not run script on cluster, 'no-cluster' flag is set.$"):
+            r.eval("#!lua flags=no-cluster\nreturn 1", 0)
+    rc = RedisCluster(host="127.0.0.1", port=node0, protocol=2)
+    try:
+        incr = rc.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+        for i in range(100):
+            assert incr(keys=[f"counter:{i}"], args=[i]) == i
+        assert [int(rc.get(f"counter:{i}")) for i in range(100)] == list(range(100))
+    finally:
+        rc.close()
+
+
 def test_redis_cluster_client_survives_a_killed_node(cluster):
     wait_for_full_map(cluster.nodes)
     for protocol in (2, 3):

@@ -43,9 +43,29 @@ pub struct Shared {
     /// started: it answers as a Redis Cluster node from then on, also when
     /// it is left alone.
     pub clustered: std::sync::atomic::AtomicBool,
+    /// Lua scripts and function libraries, and the script running now.
+    pub scripts: Arc<crate::scripting::Scripts>,
 }
 
 impl Shared {
+    /// The node's exclusive turn (EXEC's, a script's): no other Redis
+    /// command runs while it is held.
+    pub(crate) fn alone(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.exec.write()
+    }
+
+    /// How long a script runs before other clients are answered BUSY
+    /// (`busy-reply-threshold`, alias `lua-time-limit`).
+    pub fn busy_threshold(&self) -> Duration {
+        let ms = self
+            .config
+            .lock()
+            .get("busy-reply-threshold")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(5000);
+        Duration::from_millis(ms)
+    }
+
     /// The next connection's `CLIENT ID` (ids start at 1 and never repeat).
     pub fn take_client_id(&self) -> u64 {
         self.next_client_id.fetch_add(1, Relaxed)
@@ -98,12 +118,13 @@ impl Shared {
             hub: crate::pubsub::Hub::default(),
             cluster_map: Mutex::new(None),
             clustered: std::sync::atomic::AtomicBool::new(false),
+            scripts: Arc::default(),
         }
     }
 }
 
 /// What the connection does after `feed`.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Step {
     /// Every complete request is answered: write the output, read more.
     Read,
@@ -114,12 +135,29 @@ pub enum Step {
     Block(Instant),
     /// Write the output, then close.
     Close,
+    /// A script command: write the output, run the call on the script
+    /// engine (`Shared::scripts`), write its reply, then call `feed` again.
+    Script(Box<crate::scripting::Call>),
 }
 
-enum Flow {
+impl PartialEq for Step {
+    fn eq(&self, other: &Step) -> bool {
+        match (self, other) {
+            (Step::Block(a), Step::Block(b)) => a == b,
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
+    }
+}
+
+impl Eq for Step {}
+
+pub(crate) enum Flow {
     Done,
     Block,
     Close,
+    /// A script holds the node: try this request again shortly.
+    Wait,
+    Script(Box<crate::scripting::Call>),
 }
 
 /// A WATCHed key: its database, the key, and its record's generation and
@@ -169,6 +207,8 @@ pub struct Session {
 const OUTPUT_FLUSH_BYTES: usize = 1 << 20;
 /// How often a blocked command looks again.
 const BLOCK_POLL: Duration = Duration::from_millis(5);
+/// How often a request held up by a running script tries again.
+const SCRIPT_POLL: Duration = Duration::from_millis(2);
 
 impl Session {
     pub fn new(shared: Arc<Shared>, peer: String, local: String) -> Session {
@@ -206,6 +246,65 @@ impl Session {
         };
         session.register();
         session
+    }
+
+    /// The client a script's `redis.call` commands run as: the caller's
+    /// database, cluster map, READONLY and user; not listed by CLIENT
+    /// LIST, and unable to block or subscribe.
+    pub(crate) fn for_script(
+        shared: Arc<Shared>,
+        db: usize,
+        cluster: Option<Arc<crate::cluster::ClusterMap>>,
+        readonly: bool,
+        user: Option<String>,
+    ) -> Session {
+        Session {
+            shared,
+            id: 0,
+            name: Vec::new(),
+            lib_name: Vec::new(),
+            lib_version: Vec::new(),
+            db,
+            resp3: false,
+            peer: String::new(),
+            local: String::new(),
+            created: Instant::now(),
+            last_command: "NULL".to_owned(),
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+            block_deadline: None,
+            mailbox: None,
+            channels: Default::default(),
+            patterns: Default::default(),
+            cluster,
+            readonly,
+            user,
+        }
+    }
+
+    pub(crate) fn db_index(&self) -> usize {
+        self.db
+    }
+
+    pub(crate) fn cluster_map(&self) -> Option<Arc<crate::cluster::ClusterMap>> {
+        self.cluster.clone()
+    }
+
+    pub(crate) fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// Runs a command a script called (nothing blocks).
+    pub(crate) fn run_from_script(
+        &mut self,
+        spec: &Spec,
+        args: &[Vec<u8>],
+        out: &mut Out,
+        records: &mut dyn Records,
+        namespace: &[u8],
+    ) {
+        self.run(spec, args, out, records, namespace, true);
     }
 
     /// Lets the connection receive published messages: `wake` is called
@@ -314,6 +413,11 @@ impl Session {
                     let poll = Instant::now() + BLOCK_POLL;
                     break Step::Block(deadline.map_or(poll, |d| d.min(poll)));
                 }
+                Flow::Wait => break Step::Block(Instant::now() + SCRIPT_POLL),
+                Flow::Script(call) => {
+                    used += length;
+                    break Step::Script(call);
+                }
             }
         };
         *out = reply.buf;
@@ -399,6 +503,26 @@ impl Session {
             ));
             return Flow::Done;
         }
+        // A script holds the node: wait for it, and once it has run past
+        // busy-reply-threshold answer BUSY to all but the few commands
+        // Redis lets through.
+        let busy = self.shared.scripts.busy();
+        if let Some((running, eval)) = busy {
+            if running < self.shared.busy_threshold() {
+                return Flow::Wait;
+            }
+            if !crate::scripting::allowed_while_busy(spec, args) {
+                if self.multi.is_some() {
+                    self.multi_failed = true;
+                }
+                out.error(if eval {
+                    crate::scripting::BUSY_EVAL
+                } else {
+                    crate::scripting::BUSY_FUNCTION
+                });
+                return Flow::Done;
+            }
+        }
         if self.multi.is_some()
             && !matches!(
                 spec.name,
@@ -414,16 +538,24 @@ impl Session {
         self.shared.commands_processed.fetch_add(1, Relaxed);
         self.last_command = spec.name.to_owned();
         let namespace = self.shared.namespace.clone();
-        let flow = {
-            let shared = Arc::clone(&self.shared);
-            let _shared = shared.exec.read();
-            self.run(spec, args, out, records, namespace.as_bytes(), false)
-        };
+        let shared = Arc::clone(&self.shared);
         if spec.name == "exec" {
-            // EXEC runs below, holding the lock alone.
-            return self.exec(out, records, namespace.as_bytes());
+            // EXEC runs holding the node's turn alone.
+            let Some(alone) = turn(&shared, true) else {
+                return Flow::Wait;
+            };
+            return self.exec(out, records, namespace.as_bytes(), alone);
         }
-        flow
+        if busy.is_some() || crate::scripting::needs_engine(spec, args) {
+            // Answered without the node's turn: the engine takes it for a
+            // script's run, and what runs while a script is busy only
+            // looks at the script.
+            return self.run(spec, args, out, records, namespace.as_bytes(), false);
+        }
+        let Some(_turn) = turn(&shared, false) else {
+            return Flow::Wait;
+        };
+        self.run(spec, args, out, records, namespace.as_bytes(), false)
     }
 
     /// Runs one command (`in_exec`: inside EXEC, where nothing blocks).
@@ -646,12 +778,25 @@ impl Session {
                 out.int(0);
                 Ok(())
             }
-            "function" => {
-                if args[1].eq_ignore_ascii_case(b"flush") {
-                    out.ok();
-                    Ok(())
-                } else {
-                    Err("ERR FUNCTION is not supported by Bolide yet".to_owned())
+            "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro" | "script"
+            | "function" => {
+                let caller = crate::scripting::Caller {
+                    db: self.db,
+                    resp3: self.resp3,
+                    cluster: self.cluster.clone(),
+                    readonly: self.readonly,
+                    user: self.user.clone(),
+                };
+                match crate::scripting::command(&self.shared, caller, args, out) {
+                    crate::scripting::Answer::Done => Ok(()),
+                    // Inside EXEC the script runs here: EXEC holds the
+                    // node's turn.
+                    crate::scripting::Answer::Engine(call) if in_exec => {
+                        let reply = call.run_here(records, false);
+                        out.buf.extend_from_slice(&reply);
+                        Ok(())
+                    }
+                    crate::scripting::Answer::Engine(call) => return Flow::Script(call),
                 }
             }
             "cluster" | "readonly" | "readwrite" if self.cluster.is_none() => {
@@ -774,7 +919,13 @@ impl Session {
         Flow::Done
     }
 
-    fn exec(&mut self, out: &mut Out, records: &mut dyn Records, namespace: &[u8]) -> Flow {
+    fn exec(
+        &mut self,
+        out: &mut Out,
+        records: &mut dyn Records,
+        namespace: &[u8],
+        _alone: Turn<'_>,
+    ) -> Flow {
         let Some(queue) = self.multi.take() else {
             out.error("ERR EXEC without MULTI");
             return Flow::Done;
@@ -784,8 +935,6 @@ impl Session {
             out.error("EXECABORT Transaction discarded because of previous errors.");
             return Flow::Done;
         }
-        let shared = Arc::clone(&self.shared);
-        let _alone = shared.exec.write();
         for (db_index, key, seen) in &watched {
             let mut db = self.db(records, namespace, *db_index);
             let now = match db.load(key) {
@@ -1151,7 +1300,14 @@ impl Session {
                 }
                 for pair in args[2..].chunks(2) {
                     let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
-                    config.insert(name, String::from_utf8_lossy(&pair[1]).into_owned());
+                    let value = String::from_utf8_lossy(&pair[1]).into_owned();
+                    // Two names of one setting.
+                    if name == "busy-reply-threshold" || name == "lua-time-limit" {
+                        config.insert("busy-reply-threshold".to_owned(), value.clone());
+                        config.insert("lua-time-limit".to_owned(), value);
+                        continue;
+                    }
+                    config.insert(name, value);
                 }
                 out.ok();
             }
@@ -1271,16 +1427,55 @@ impl Drop for Session {
     }
 }
 
+/// The node's turn a command holds: shared by ordinary commands, alone
+/// for EXEC (and a script's run).
+pub(crate) enum Turn<'a> {
+    Shared(#[allow(dead_code)] parking_lot::RwLockReadGuard<'a, ()>),
+    Alone(#[allow(dead_code)] parking_lot::RwLockWriteGuard<'a, ()>),
+}
+
+/// Takes the node's turn, shared or `alone`; None while a script holds it
+/// (the request waits and is tried again, so the event loop stays free to
+/// answer others BUSY and take SCRIPT KILL).
+fn turn(shared: &Shared, alone: bool) -> Option<Turn<'_>> {
+    let slice = Duration::from_millis(1);
+    loop {
+        let taken = if alone {
+            shared.exec.try_write_for(slice).map(Turn::Alone)
+        } else {
+            shared.exec.try_read_for(slice).map(Turn::Shared)
+        };
+        if taken.is_some() {
+            return taken;
+        }
+        if shared.scripts.busy().is_some() {
+            return None;
+        }
+    }
+}
+
+/// Whether a command writes (a script writes unless it is a `_ro` one).
+pub(crate) fn is_write(spec: &Spec, _args: &[Vec<u8>]) -> bool {
+    match spec.name {
+        "eval" | "evalsha" | "fcall" => true,
+        "eval_ro" | "evalsha_ro" | "fcall_ro" => false,
+        _ => spec.flags.contains(&"write"),
+    }
+}
+
 /// What a command needs of the connection's user on the database's set:
 /// writes need write, reads of keys or of the keyspace need read, the
 /// flushes need truncate; connection and server commands need nothing.
-fn permission_of(spec: &Spec, args: &[Vec<u8>]) -> Option<bolide_transaction::Permission> {
+pub(crate) fn permission_of(
+    spec: &Spec,
+    args: &[Vec<u8>],
+) -> Option<bolide_transaction::Permission> {
     use bolide_transaction::Permission;
     match spec.name {
         "flushdb" | "flushall" => Some(Permission::Truncate),
         "scan" | "keys" | "randomkey" | "dbsize" => Some(Permission::Read),
         _ if table::keys(spec, args).is_empty() => None,
-        _ if spec.flags.contains(&"write") => Some(Permission::Write),
+        _ if is_write(spec, args) => Some(Permission::Write),
         _ => Some(Permission::Read),
     }
 }
@@ -1302,7 +1497,7 @@ fn route(
     {
         return Some("CROSSSLOT Keys in request don't hash to the same slot".to_owned());
     }
-    map.redirect(slot, spec.flags.contains(&"write"), readonly)
+    map.redirect(slot, is_write(spec, args), readonly)
 }
 
 fn check_name(name: &[u8]) -> Result<(), String> {

@@ -18,6 +18,21 @@ const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write"];
 const C: &[&str] = &["fast", "loading", "stale", "noscript"];
 const B: &[&str] = &["write", "noscript", "blocking"];
+const SCRIPT: &[&str] = &[
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+];
+const SCRIPT_RO: &[&str] = &[
+    "readonly",
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+];
 
 macro_rules! spec {
     ($name:literal, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $category:literal) => {
@@ -63,6 +78,14 @@ pub static COMMANDS: &[Spec] = &[
     spec!("role", 1, C, 0, 0, 0, "server"),
     spec!("wait", 3, &["noscript"], 0, 0, 0, "connection"),
     spec!("function", -2, &["noscript"], 0, 0, 0, "scripting"),
+    // Scripting (crate::scripting).
+    spec!("eval", -3, SCRIPT, 0, 0, 0, "scripting"),
+    spec!("evalsha", -3, SCRIPT, 0, 0, 0, "scripting"),
+    spec!("eval_ro", -3, SCRIPT_RO, 0, 0, 0, "scripting"),
+    spec!("evalsha_ro", -3, SCRIPT_RO, 0, 0, 0, "scripting"),
+    spec!("fcall", -3, SCRIPT, 0, 0, 0, "scripting"),
+    spec!("fcall_ro", -3, SCRIPT_RO, 0, 0, 0, "scripting"),
+    spec!("script", -2, &["noscript"], 0, 0, 0, "scripting"),
     spec!("cluster", -2, C, 0, 0, 0, "cluster"),
     spec!("readonly", 1, C, 0, 0, 0, "connection"),
     spec!("readwrite", 1, C, 0, 0, 0, "connection"),
@@ -378,7 +401,8 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 pub fn keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
     let numkeys_at = match spec.name {
         "lmpop" | "zunion" | "zinter" | "zdiff" => Some(1),
-        "blmpop" | "zunionstore" | "zinterstore" | "zdiffstore" => Some(2),
+        "blmpop" | "zunionstore" | "zinterstore" | "zdiffstore" | "eval" | "evalsha"
+        | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => Some(2),
         _ => None,
     };
     if let Some(at) = numkeys_at {
