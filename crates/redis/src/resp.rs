@@ -127,8 +127,15 @@ fn parse_inline(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
 
 /// Splits an inline line as Redis does: spaces separate, `"…"` takes
 /// escapes (`\n \r \t \b \a \\ \" \xHH`), `'…'` takes `\'`; a closing
-/// quote must end the argument. None: unbalanced quotes.
+/// quote must end the argument. None: unbalanced quotes. A zero byte ends
+/// the line, as it ends the C string Redis splits (inside quotes it leaves
+/// them unbalanced).
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    // (A quote still open at the cut leaves it unbalanced below.)
+    let line = match line.iter().position(|&byte| byte == 0) {
+        Some(end) => &line[..end],
+        None => line,
+    };
     let mut args = Vec::new();
     let mut at = 0;
     loop {
@@ -191,7 +198,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                 }
             } else {
                 match byte {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
                     b'"' => in_double = true,
                     b'\'' => in_single = true,
                     _ => arg.push(byte),
@@ -444,6 +451,22 @@ mod tests {
         );
         // A huge declared array is refused before anything is allocated.
         assert!(parse(b"*9999999999\r\n").is_err());
+    }
+
+    #[test]
+    fn a_zero_byte_ends_an_inline_line() {
+        // It once ended an argument without moving on: the splitter
+        // pushed empty arguments forever (a TLS ClientHello on the plain
+        // port held its event loop and grew its memory).
+        assert_eq!(split_args(b"\0"), Some(Vec::new()));
+        assert_eq!(split_args(b"\0\x01\x02 abc"), Some(Vec::new()));
+        assert_eq!(
+            split_args(b"get k\0ignored"),
+            Some(vec![b"get".to_vec(), b"k".to_vec()])
+        );
+        assert_eq!(split_args(b"set \"a\0b\""), None);
+        let hello = [22u8, 3, 1, 2, 0, 1, 0, 1, 0xfc, 3, 3, 0, 10, 13];
+        assert_eq!(parse(&hello).map(|r| r.map(|(_, used)| used)), Ok(Some(13)));
     }
 
     #[test]
