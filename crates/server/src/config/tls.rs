@@ -98,7 +98,10 @@ pub(super) fn stanza(
                 ))
             }
             "pki-user-append-ou" => {
-                return Err(directive.error("PKI login is not supported by Bolide yet"))
+                return Err(directive.error(
+                    "not supported by Bolide: PKI login takes the user name from the client \
+                     certificate's common name alone",
+                ))
             }
             _ => return Err(directive.error("unknown directive in tls context")),
         }

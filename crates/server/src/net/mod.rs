@@ -99,6 +99,20 @@ impl Connection {
         matches!(self.transport, Transport::Tls(_))
     }
 
+    /// The certificate the other side presented in the TLS handshake (its
+    /// leaf; the handshake checked the chain), or None: a plain
+    /// connection, or a client asked for no certificate.
+    pub fn peer_certificate(&self) -> Option<&rustls::pki_types::CertificateDer<'static>> {
+        let Transport::Tls(stream) = &self.transport else {
+            return None;
+        };
+        let certificates = match stream.as_ref() {
+            tokio_rustls::TlsStream::Server(stream) => stream.get_ref().1.peer_certificates(),
+            tokio_rustls::TlsStream::Client(stream) => stream.get_ref().1.peer_certificates(),
+        };
+        certificates.and_then(|chain| chain.first())
+    }
+
     fn tcp(&self) -> &TcpStream {
         match &self.transport {
             Transport::Plain(stream) => stream,

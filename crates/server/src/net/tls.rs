@@ -527,6 +527,21 @@ impl Identity {
     }
 }
 
+/// The user a client certificate names for PKI login: its subject's
+/// (first) common name, or an empty name if it has none; None if the
+/// certificate does not parse.
+pub fn certificate_user(der: &CertificateDer<'_>) -> Option<String> {
+    use x509_parser::prelude::*;
+    let (_, certificate) = X509Certificate::from_der(der).ok()?;
+    let name = certificate
+        .subject()
+        .iter_common_name()
+        .next()
+        .map(|cn| cn.as_str().map(str::to_owned).unwrap_or_default())
+        .unwrap_or_default();
+    Some(name)
+}
+
 fn normal_serial(hex: &str) -> String {
     let trimmed = hex.trim_start_matches('0').to_ascii_lowercase();
     if trimmed.is_empty() {
