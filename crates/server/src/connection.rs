@@ -748,6 +748,6 @@ fn inflate(body: &[u8]) -> Option<Vec<u8>> {
 /// A TLS record holding a ClientHello: content type 22 (handshake), major
 /// version 3, handshake type 1 (as Aerospike recognises one on a clear
 /// port).
-fn is_tls_client_hello(bytes: &[u8]) -> bool {
+pub(crate) fn is_tls_client_hello(bytes: &[u8]) -> bool {
     matches!(bytes, [22, 3, _, _, _, 1, ..])
 }

@@ -434,7 +434,6 @@ fn tls_service_address(node: &Info, local: SocketAddr) -> String {
 /// The service's TLS settings in `get-config:context=network`, as
 /// Aerospike lists them: one `service.tls-authenticate-client` per value.
 fn network_tls(text: &mut String, config: &crate::config::Config, tls: &crate::config::ServiceTls) {
-    use crate::config::ClientAuth;
     let _ = write!(
         text,
         ";service.tls-address={};service.tls-port={};service.tls-access-address={};\
@@ -445,12 +444,39 @@ fn network_tls(text: &mut String, config: &crate::config::Config, tls: &crate::c
         tls.access_port.unwrap_or(0),
         tls.name
     );
-    match &tls.authenticate_client {
-        ClientAuth::Off => text.push_str(";service.tls-authenticate-client=false"),
-        ClientAuth::Any => text.push_str(";service.tls-authenticate-client=any"),
+    authenticate_client(text, "service", &tls.authenticate_client);
+}
+
+/// The Redis port's TLS listener in `get-config:context=network`, in the
+/// service's form (`redis.tls-port`, …).
+fn network_redis_tls(
+    text: &mut String,
+    config: &crate::config::Config,
+    tls: &crate::config::ServiceTls,
+) {
+    let _ = write!(
+        text,
+        ";redis.tls-address={};redis.tls-port={};redis.tls-name={}",
+        tls.address.unwrap_or(config.redis_address),
+        tls.port,
+        tls.name
+    );
+    authenticate_client(text, "redis", &tls.authenticate_client);
+}
+
+/// `<prefix>.tls-authenticate-client`, once per value.
+fn authenticate_client(text: &mut String, prefix: &str, auth: &crate::config::ClientAuth) {
+    use crate::config::ClientAuth;
+    match auth {
+        ClientAuth::Off => {
+            let _ = write!(text, ";{prefix}.tls-authenticate-client=false");
+        }
+        ClientAuth::Any => {
+            let _ = write!(text, ";{prefix}.tls-authenticate-client=any");
+        }
         ClientAuth::Names(names) => {
             for name in names {
-                let _ = write!(text, ";service.tls-authenticate-client={name}");
+                let _ = write!(text, ";{prefix}.tls-authenticate-client={name}");
             }
         }
     }
@@ -781,6 +807,9 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
             );
             if let Some(tls) = &config.service_tls {
                 network_tls(&mut text, config, tls);
+            }
+            if let Some(tls) = &config.redis_tls {
+                network_redis_tls(&mut text, config, tls);
             }
             for (which, tls) in [
                 ("heartbeat", &config.heartbeat_tls),

@@ -16,10 +16,11 @@
 //! ```
 //!
 //! Every file is read when the context is built, and again by
-//! [`ServerTls::reload`] (`service { tls-refresh-period }`): a new
-//! certificate, key, CA or blacklist applies to the connections accepted
-//! after it, without a restart; a reload that fails keeps the context in
-//! force. Errors name the file and what was wrong with it.
+//! [`ServerTls::reload`] and [`ClientTls::reload`] (`service {
+//! tls-refresh-period }`): a new certificate, key, CA or blacklist applies
+//! to the connections accepted or dialled after it, without a restart; a
+//! reload that fails keeps the context in force. Errors name the file and
+//! what was wrong with it.
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -615,11 +616,22 @@ fn read_blacklist(file: &Path) -> Result<Vec<Revoked>, String> {
 }
 
 /// A dialler's TLS context: the roots it trusts, the name it expects, and,
-/// for mutual TLS, the certificate it presents.
+/// for mutual TLS, the certificate it presents. Clones share it; built
+/// from a stanza, [`ClientTls::reload`] reads its files again and the
+/// connections dialled after it use what changed (a renewed certificate,
+/// a new CA, a new blacklist).
 #[derive(Clone)]
 pub struct ClientTls {
-    connector: tokio_rustls::TlsConnector,
+    shared: Arc<ClientShared>,
+}
+
+struct ClientShared {
+    /// The stanza it was built from; None: roots given in memory, nothing
+    /// to read again.
+    settings: Option<TlsSettings>,
     name: ServerName<'static>,
+    config: ArcSwap<rustls::ClientConfig>,
+    material: Mutex<Option<Material>>,
 }
 
 impl ClientTls {
@@ -636,16 +648,16 @@ impl ClientTls {
         roots: Vec<CertificateDer<'static>>,
         name: &str,
     ) -> Result<ClientTls, String> {
-        ClientTls::build(
+        let config = client_config(
             roots,
             None,
             Protocols {
                 tls12: true,
                 tls13: true,
             },
-            name,
             Vec::new(),
-        )
+        )?;
+        ClientTls::with(None, config, None, name)
     }
 
     /// A stanza's context as a dialler: trusts its CA, presents its
@@ -653,73 +665,119 @@ impl ClientTls {
     /// a peer whose certificate is on the stanza's `cert-blacklist`.
     pub fn new(settings: &TlsSettings, name: &str) -> Result<ClientTls, String> {
         let material = Material::read(settings)?;
-        if material.roots.is_empty() {
-            return Err(format!(
-                "tls {}: dialling with TLS needs the CA that signs the peers (ca-file or ca-path)",
-                settings.name
-            ));
-        }
-        let key = material.key(settings)?;
-        ClientTls::build(
-            material.roots,
-            Some((material.chain, key)),
-            settings.protocols,
-            name,
-            material.revoked,
-        )
-        .map_err(|error| format!("tls {}: {error}", settings.name))
+        let config = stanza_client_config(settings, &material)?;
+        ClientTls::with(Some(settings.clone()), config, Some(material), name)
+            .map_err(|error| format!("tls {}: {error}", settings.name))
     }
 
-    fn build(
-        roots: Vec<CertificateDer<'static>>,
-        identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-        protocols: Protocols,
+    fn with(
+        settings: Option<TlsSettings>,
+        config: rustls::ClientConfig,
+        material: Option<Material>,
         name: &str,
-        revoked: Vec<Revoked>,
     ) -> Result<ClientTls, String> {
-        let mut store = rustls::RootCertStore::empty();
-        for root in roots {
-            store
-                .add(root)
-                .map_err(|error| format!("bad CA certificate: {error}"))?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_protocol_versions(&protocols.versions())
-            .map_err(|error| error.to_string())?;
-        let builder = if revoked.is_empty() {
-            builder.with_root_certificates(store)
-        } else {
-            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
-                Arc::new(store),
-                provider,
-            )
-            .build()
-            .map_err(|error| format!("cannot check server certificates: {error}"))?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(CheckedServers { inner, revoked }))
-        };
-        let config = match identity {
-            Some((chain, key)) => builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|error| format!("certificate and key do not fit: {error}"))?,
-            None => builder.with_no_client_auth(),
-        };
         let name = ServerName::try_from(name.to_owned())
             .map_err(|error| format!("bad TLS name '{name}': {error}"))?;
         Ok(ClientTls {
-            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
-            name,
+            shared: Arc::new(ClientShared {
+                settings,
+                name,
+                config: ArcSwap::from_pointee(config),
+                material: Mutex::new(material),
+            }),
         })
     }
 
-    pub(crate) fn connector(&self) -> &tokio_rustls::TlsConnector {
-        &self.connector
+    /// The stanza's name (empty for roots given in memory).
+    pub fn name(&self) -> &str {
+        self.shared
+            .settings
+            .as_ref()
+            .map_or("", |settings| settings.name.as_str())
+    }
+
+    /// Reads the stanza's files again; when anything changed, connections
+    /// dialled from now on present and check with the new ones
+    /// (`Ok(true)`). On error the context in force stays.
+    pub fn reload(&self) -> Result<bool, String> {
+        let shared = &self.shared;
+        let Some(settings) = &shared.settings else {
+            return Ok(false);
+        };
+        let material = Material::read(settings)?;
+        let mut current = shared.material.lock();
+        if current.as_ref() == Some(&material) {
+            return Ok(false);
+        }
+        let config = stanza_client_config(settings, &material)?;
+        shared.config.store(Arc::new(config));
+        *current = Some(material);
+        Ok(true)
+    }
+
+    pub(crate) fn connector(&self) -> tokio_rustls::TlsConnector {
+        tokio_rustls::TlsConnector::from(self.shared.config.load_full())
     }
 
     pub(crate) fn server_name(&self) -> ServerName<'static> {
-        self.name.clone()
+        self.shared.name.clone()
+    }
+}
+
+/// A stanza's dialling config: its CA (required), its certificate, its
+/// protocols and blacklist.
+fn stanza_client_config(
+    settings: &TlsSettings,
+    material: &Material,
+) -> Result<rustls::ClientConfig, String> {
+    if material.roots.is_empty() {
+        return Err(format!(
+            "tls {}: dialling with TLS needs the CA that signs the peers (ca-file or ca-path)",
+            settings.name
+        ));
+    }
+    let key = material.key(settings)?;
+    client_config(
+        material.roots.clone(),
+        Some((material.chain.clone(), key)),
+        settings.protocols,
+        material.revoked.clone(),
+    )
+    .map_err(|error| format!("tls {}: {error}", settings.name))
+}
+
+fn client_config(
+    roots: Vec<CertificateDer<'static>>,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    protocols: Protocols,
+    revoked: Vec<Revoked>,
+) -> Result<rustls::ClientConfig, String> {
+    let mut store = rustls::RootCertStore::empty();
+    for root in roots {
+        store
+            .add(root)
+            .map_err(|error| format!("bad CA certificate: {error}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&protocols.versions())
+        .map_err(|error| error.to_string())?;
+    let builder = if revoked.is_empty() {
+        builder.with_root_certificates(store)
+    } else {
+        let inner =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider)
+                .build()
+                .map_err(|error| format!("cannot check server certificates: {error}"))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(CheckedServers { inner, revoked }))
+    };
+    match identity {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|error| format!("certificate and key do not fit: {error}")),
+        None => Ok(builder.with_no_client_auth()),
     }
 }
 
@@ -786,6 +844,38 @@ pub struct NodeTls {
     pub client: ClientTls,
 }
 
+/// A TLS context whose files `tls-refresh-period` reads again: a
+/// listener's or a dialler's.
+#[derive(Clone)]
+pub enum Refreshed {
+    Listener(ServerTls),
+    Dialler(ClientTls),
+}
+
+impl Refreshed {
+    pub fn name(&self) -> &str {
+        match self {
+            Refreshed::Listener(tls) => tls.name(),
+            Refreshed::Dialler(tls) => tls.name(),
+        }
+    }
+
+    /// `listener` or `dialler`, for the log.
+    pub fn side(&self) -> &'static str {
+        match self {
+            Refreshed::Listener(_) => "listener",
+            Refreshed::Dialler(_) => "dialler",
+        }
+    }
+
+    pub fn reload(&self) -> Result<bool, String> {
+        match self {
+            Refreshed::Listener(tls) => tls.reload(),
+            Refreshed::Dialler(tls) => tls.reload(),
+        }
+    }
+}
+
 impl NodeTls {
     pub fn new(settings: &TlsSettings) -> Result<NodeTls, String> {
         if !settings.has_ca() {
@@ -799,6 +889,15 @@ impl NodeTls {
             .map_err(|error| format!("tls {}: {error}", settings.name))?;
         let client = ClientTls::new(settings, &settings.name)?;
         Ok(NodeTls { server, client })
+    }
+
+    /// Both sides, for the refresh: a node presents a renewed certificate
+    /// when it accepts and when it dials.
+    pub fn refreshed(&self) -> [Refreshed; 2] {
+        [
+            Refreshed::Listener(self.server.clone()),
+            Refreshed::Dialler(self.client.clone()),
+        ]
     }
 }
 
