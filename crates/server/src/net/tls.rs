@@ -307,8 +307,15 @@ pub struct ServerTls {
 struct ServerShared {
     settings: TlsSettings,
     auth: ClientAuth,
-    config: ArcSwap<rustls::ServerConfig>,
+    config: ArcSwap<Accepting>,
     material: Mutex<Material>,
+}
+
+/// What a listener accepts connections with: the rustls configuration,
+/// and its client-certificate verifier (None: no certificate asked).
+struct Accepting {
+    config: Arc<rustls::ServerConfig>,
+    verifier: Option<Arc<CheckedClients>>,
 }
 
 impl ServerTls {
@@ -316,12 +323,12 @@ impl ServerTls {
     /// stanza's file at fault.
     pub fn new(settings: &TlsSettings, auth: &ClientAuth) -> Result<ServerTls, String> {
         let material = Material::read(settings)?;
-        let config = server_config(settings, auth, &material)?;
+        let accepting = server_config(settings, auth, &material)?;
         Ok(ServerTls {
             shared: Arc::new(ServerShared {
                 settings: settings.clone(),
                 auth: auth.clone(),
-                config: ArcSwap::from_pointee(config),
+                config: ArcSwap::from_pointee(accepting),
                 material: Mutex::new(material),
             }),
         })
@@ -351,14 +358,38 @@ impl ServerTls {
         if *current == material {
             return Ok(false);
         }
-        let config = server_config(&shared.settings, &shared.auth, &material)?;
-        shared.config.store(Arc::new(config));
+        let accepting = server_config(&shared.settings, &shared.auth, &material)?;
+        shared.config.store(Arc::new(accepting));
         *current = material;
         Ok(true)
     }
 
     pub(crate) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        tokio_rustls::TlsAcceptor::from(self.shared.config.load_full())
+        tokio_rustls::TlsAcceptor::from(Arc::clone(&self.shared.config.load().config))
+    }
+
+    /// The rustls configuration connections are accepted with now (the
+    /// `tls` fuzz target drives a rustls connection with it, without a
+    /// socket).
+    pub fn rustls_config(&self) -> Arc<rustls::ServerConfig> {
+        Arc::clone(&self.shared.config.load().config)
+    }
+
+    /// Checks a client's certificate chain (leaf first) as the handshake
+    /// does: signed by the CA, valid now, not on the blacklist, named as
+    /// `tls-authenticate-client` asks. An error says why, or that this
+    /// listener asks for no certificate.
+    pub fn verify_client_chain(&self, chain: &[CertificateDer<'static>]) -> Result<(), String> {
+        let accepting = self.shared.config.load();
+        let verifier = accepting
+            .verifier
+            .as_ref()
+            .ok_or("this listener asks for no client certificate")?;
+        let (leaf, intermediates) = chain.split_first().ok_or("no certificate")?;
+        verifier
+            .verify_client_cert(leaf, intermediates, UnixTime::now())
+            .map(|_| ())
+            .map_err(|error| error.to_string())
     }
 }
 
@@ -366,11 +397,12 @@ fn server_config(
     settings: &TlsSettings,
     auth: &ClientAuth,
     material: &Material,
-) -> Result<rustls::ServerConfig, String> {
+) -> Result<Accepting, String> {
     let provider = provider(settings)?;
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&settings.protocols.versions())
         .map_err(|error| error.to_string())?;
+    let mut verifier = None;
     let builder = match auth {
         ClientAuth::Off => builder.with_no_client_auth(),
         ClientAuth::Any | ClientAuth::Names(_) => {
@@ -391,14 +423,16 @@ fn server_config(
                 ClientAuth::Names(names) => Some(names.clone()),
                 _ => None,
             };
-            builder.with_client_cert_verifier(Arc::new(CheckedClients {
+            let checked = Arc::new(CheckedClients {
                 inner,
                 names,
                 revoked: material.revoked.clone(),
-            }))
+            });
+            verifier = Some(Arc::clone(&checked));
+            builder.with_client_cert_verifier(checked)
         }
     };
-    builder
+    let config = builder
         .with_single_cert(material.chain.clone(), material.key(settings)?)
         .map_err(|error| {
             format!(
@@ -406,7 +440,11 @@ fn server_config(
                 settings.cert_file.display(),
                 settings.key_file.display()
             )
-        })
+        })?;
+    Ok(Accepting {
+        config: Arc::new(config),
+        verifier,
+    })
 }
 
 /// The CA's check of a client certificate, then the blacklist and the
