@@ -75,8 +75,8 @@ pub fn run(config: Config) -> Result<(), String> {
         &node.cluster.cluster.heartbeat_tls,
     ]
     .into_iter()
-    .filter_map(|tls| tls.get().map(NodeTls::refreshed))
-    .flatten()
+    .filter_map(std::sync::OnceLock::get)
+    .flat_map(NodeTls::refreshed)
     .collect();
     if let Some(service_tls) = &config.service_tls {
         let listener = tls_listener(&config, service_tls, config.service_address)?;
