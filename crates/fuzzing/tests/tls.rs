@@ -139,7 +139,7 @@ fn the_verifier_accepts_exactly_the_certificates_a_listener_admits() {
     let f = fixture();
     let verify = |index: usize, issued: &Issued| {
         f.listeners[index]
-            .verify_client_chain(&[issued.der.clone()])
+            .verify_client_chain(std::slice::from_ref(&issued.der))
             .is_ok()
     };
     assert!(verify(1, &f.client_a) && verify(1, &f.client_b));
