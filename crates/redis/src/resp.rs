@@ -13,9 +13,13 @@ pub const INLINE_BYTES_MAX: usize = 64 << 10;
 /// A request that cannot be parsed: the error is sent, then the
 /// connection is closed (as Redis does).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(pub &'static str);
+pub struct ProtocolError(pub std::borrow::Cow<'static, str>);
 
 impl ProtocolError {
+    fn new(text: &'static str) -> ProtocolError {
+        ProtocolError(std::borrow::Cow::Borrowed(text))
+    }
+
     pub fn text(&self) -> String {
         format!("Protocol error: {}", self.0)
     }
@@ -34,11 +38,11 @@ pub fn parse(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
     if first != b'*' {
         return parse_inline(input);
     }
-    let Some((count, mut at)) = line_number(input, 1)? else {
+    let Some((count, mut at)) = line_number(input, 1, "invalid multibulk length")? else {
         return Ok(None);
     };
     if count > ARGS_MAX as i64 {
-        return Err(ProtocolError("invalid multibulk length"));
+        return Err(ProtocolError::new("invalid multibulk length"));
     }
     if count <= 0 {
         return Ok(Some((Vec::new(), at)));
@@ -50,24 +54,22 @@ pub fn parse(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
             return Ok(None);
         };
         if marker != b'$' {
-            return Err(if marker.is_ascii_graphic() {
-                ProtocolError(expected_dollar(marker))
-            } else {
-                ProtocolError("expected '$'")
-            });
+            return Err(ProtocolError(
+                format!("expected '$', got '{}'", char::from(marker)).into(),
+            ));
         }
-        let Some((length, data)) = line_number(input, at + 1)? else {
+        let Some((length, data)) = line_number(input, at + 1, "invalid bulk length")? else {
             return Ok(None);
         };
         if length < 0 || length as usize > BULK_BYTES_MAX {
-            return Err(ProtocolError("invalid bulk length"));
+            return Err(ProtocolError::new("invalid bulk length"));
         }
         let end = data + length as usize;
         if input.len() < end + 2 {
             return Ok(None);
         }
         if &input[end..end + 2] != b"\r\n" {
-            return Err(ProtocolError("invalid bulk length"));
+            return Err(ProtocolError::new("invalid bulk length"));
         }
         args.push(input[data..end].to_vec());
         at = end + 2;
@@ -75,24 +77,17 @@ pub fn parse(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
     Ok(Some((args, at)))
 }
 
-fn expected_dollar(marker: u8) -> &'static str {
-    // The common cases, worded as Redis words them.
-    match marker {
-        b'*' => "expected '$', got '*'",
-        b':' => "expected '$', got ':'",
-        b'+' => "expected '$', got '+'",
-        b'-' => "expected '$', got '-'",
-        _ => "expected '$'",
-    }
-}
-
 /// A decimal number from `at` up to CRLF: the number and where the next
 /// line starts.
-fn line_number(input: &[u8], at: usize) -> Result<Option<(i64, usize)>, ProtocolError> {
+fn line_number(
+    input: &[u8],
+    at: usize,
+    invalid: &'static str,
+) -> Result<Option<(i64, usize)>, ProtocolError> {
     let rest = input.get(at..).unwrap_or_default();
     let Some(end) = rest.iter().position(|&b| b == b'\r') else {
         if rest.len() > 32 {
-            return Err(ProtocolError("invalid multibulk length"));
+            return Err(ProtocolError::new(invalid));
         }
         return Ok(None);
     };
@@ -100,20 +95,19 @@ fn line_number(input: &[u8], at: usize) -> Result<Option<(i64, usize)>, Protocol
         return Ok(None);
     }
     if rest[end + 1] != b'\n' {
-        return Err(ProtocolError("invalid multibulk length"));
+        return Err(ProtocolError::new(invalid));
     }
-    let text =
-        std::str::from_utf8(&rest[..end]).map_err(|_| ProtocolError("invalid bulk length"))?;
-    let number = text
-        .parse::<i64>()
-        .map_err(|_| ProtocolError("invalid multibulk length"))?;
+    let number = std::str::from_utf8(&rest[..end])
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+        .ok_or(ProtocolError::new(invalid))?;
     Ok(Some((number, at + end + 2)))
 }
 
 fn parse_inline(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
     let Some(newline) = input.iter().position(|&b| b == b'\n') else {
         if input.len() > INLINE_BYTES_MAX {
-            return Err(ProtocolError("too big inline request"));
+            return Err(ProtocolError::new("too big inline request"));
         }
         return Ok(None);
     };
@@ -121,7 +115,7 @@ fn parse_inline(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
     if let Some(stripped) = line.strip_suffix(b"\r") {
         line = stripped;
     }
-    let args = split_args(line).ok_or(ProtocolError("unbalanced quotes in request"))?;
+    let args = split_args(line).ok_or(ProtocolError::new("unbalanced quotes in request"))?;
     Ok(Some((args, newline + 1)))
 }
 
@@ -315,6 +309,11 @@ impl Out {
         } else {
             self.bulk(text.as_bytes());
         }
+    }
+
+    /// A RESP3 double already printed (`,text`).
+    pub fn raw_double(&mut self, text: &str) {
+        self.line(b',', text.as_bytes());
     }
 
     /// Text for humans: verbatim `txt` (RESP3) or a bulk string (RESP2).

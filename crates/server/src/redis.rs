@@ -365,8 +365,9 @@ async fn run(context: &Context, shared: Arc<Shared>, mut connection: Connection,
             }
         }
         match step {
-            Step::Read if session.is_subscribed() => {
-                // A subscriber also wakes for published messages.
+            Step::Read => {
+                // A subscriber also wakes for published messages, and any
+                // connection when CLIENT KILL closes it.
                 tokio::select! {
                     more = read_more(&mut connection, &mut input) => {
                         if !more {
@@ -376,18 +377,16 @@ async fn run(context: &Context, shared: Arc<Shared>, mut connection: Connection,
                     () = waker.0.notified() => {}
                 }
             }
-            Step::Read => {
-                if !read_more(&mut connection, &mut input).await {
-                    return;
-                }
-            }
             Step::Flush => {}
             Step::Block(until) => {
-                // Wait for the retry time; a client that leaves meanwhile
-                // ends the wait (what it sends is kept for later).
+                // Wait for the retry time, or until a write serves the
+                // wait; a client that leaves meanwhile ends the wait (what
+                // it sends is kept for later).
                 let sleep = tokio::time::sleep_until(until.into());
                 tokio::select! {
                     () = sleep => {}
+                    // A write on another connection served the wait.
+                    () = waker.0.notified() => {}
                     more = read_more(&mut connection, &mut input) => {
                         if !more {
                             return;
