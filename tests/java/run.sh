@@ -3,8 +3,10 @@
 # tests/java) against a 3-node, RF 2 cluster of real bolided processes on
 # 127.0.0.1, given one seed address: discovery, the partition map,
 # put/get, batch, scans and a partition query (every record once) and the
-# nodes' statistics (writes on the masters, proxies under 1%).
-# tests/python/with_cluster.py starts and stops the cluster (by PID).
+# nodes' statistics (writes on the masters, proxies under 1%). Then against
+# 4 nodes in two racks (RackAwareTest): copies on both racks, and a
+# rackAware client with PREFER_RACK reads from its own rack's nodes only.
+# tests/python/with_cluster.py starts and stops each cluster (by PID).
 #
 # Maven's repository is its default one (~/.m2/repository, or
 # MAVEN_REPO_LOCAL), so a machine downloads the client and plugins once.
@@ -25,5 +27,7 @@ MVN=(mvn -B -ntp -f "$ROOT/tests/java/pom.xml")
 # Download and compile first (bounded), so neither counts against the
 # cluster's run.
 timeout 900 "${MVN[@]}" -q test-compile
-exec python3 tests/python/with_cluster.py --nodes 3 --timeout 300 -- \
+python3 tests/python/with_cluster.py --nodes 3 --timeout 300 -- \
     "${MVN[@]}" test -Dtest=ThreeNodeClusterTest
+exec python3 tests/python/with_cluster.py --nodes 4 --racks 1,1,2,2 --timeout 240 -- \
+    "${MVN[@]}" test -Dtest=RackAwareTest
