@@ -785,7 +785,12 @@ impl World {
             self.run_for(100);
             if self.converged() {
                 self.log(format!("converged after {after}"));
-                self.check_racks();
+                if self.options.racks {
+                    // The claims of a migration that has just ended are
+                    // published at the node's next tick.
+                    self.run_for(2 * TICK_MS);
+                    self.check_racks();
+                }
                 return self.failure.is_none();
             }
         }
