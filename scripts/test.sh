@@ -124,18 +124,19 @@ stage "Go client suite on a secured node (security specs and a data subset)" \
     GO_SUITE_FOCUS='^Aerospike Client Library Suite (Security tests|Scan operations|Query operations|Truncate operations test|Aerospike Error Tests) ' \
     ./tests/go/suite.sh
 
-# The Go and Java clients against a 3-node, RF 2 cluster from one seed
-# (tests/python/with_cluster.py starts it; the Rust client's counterpart is
+# The Go and Java clients against a 3-node, RF 2 cluster from one seed,
+# then with rack awareness against 4 nodes in two racks
+# (tests/python/with_cluster.py starts them; the Rust client's counterpart is
 # tests/rust-client/tests/multi_node.rs in the cargo tests); the Java
 # client over one-way and mutual TLS with PKI login too
 # (tests/python/with_tls_nodes.py).
-stage "Go client on a 3-node cluster (tests/go/cluster.sh)" ./tests/go/cluster.sh
+stage "Go client on a 3-node cluster and on two racks (tests/go/cluster.sh)" ./tests/go/cluster.sh
 
 # Maven keeps what it downloads in ~/.m2/repository (once per machine).
 if { ! command -v mvn >/dev/null || ! command -v javac >/dev/null; } && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null
 fi
-stage "Java client on a 3-node cluster and over TLS (tests/java/run.sh)" ./tests/java/run.sh
+stage "Java client on a 3-node cluster, on two racks and over TLS (tests/java/run.sh)" ./tests/java/run.sh
 
 # shellcheck disable=SC2086
 stage "pytest tests/python" "$VENV/bin/python" -m pytest tests/python -q ${PYTEST_ARGS:-}

@@ -87,6 +87,8 @@ pub struct NamespaceVersions {
     /// The sender's regime of the namespace: 0 for AP, non-zero for
     /// strong consistency.
     pub regime: u32,
+    /// The sender's `rack-id` for the namespace (0: none).
+    pub rack_id: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -437,6 +439,7 @@ fn write_namespace_versions(w: &mut Writer<'_>, ns: &NamespaceVersions) {
         w.u16(*count);
     });
     w.u32(ns.regime);
+    w.u32(ns.rack_id);
 }
 
 fn read_namespace_versions(r: &mut Reader<'_>) -> Result<NamespaceVersions, CodecError> {
@@ -461,11 +464,16 @@ fn read_namespace_versions(r: &mut Reader<'_>) -> Result<NamespaceVersions, Code
         return Err(CodecError::Invalid("version count"));
     }
     let regime = r.u32()?;
+    let rack_id = r.u32()?;
+    if rack_id > crate::sc::RACK_ID_MAX {
+        return Err(CodecError::Invalid("rack id"));
+    }
     Ok(NamespaceVersions {
         name: name.to_owned(),
         replication_factor,
         versions,
         regime,
+        rack_id,
     })
 }
 
@@ -489,6 +497,7 @@ mod tests {
             replication_factor: 2,
             versions,
             regime: 7,
+            rack_id: 2,
         };
         let id = ProposalId {
             sequence: 9,

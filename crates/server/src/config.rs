@@ -775,6 +775,16 @@ fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigEr
             }
             "migrate-sleep" => config.migrate_sleep_us = directive.number()?,
             "strong-consistency" => config.strong_consistency = directive.boolean()?,
+            "rack-id" => {
+                let rack: u32 = directive.number()?;
+                if rack > bolide_cluster::sc::RACK_ID_MAX {
+                    return Err(directive.error(format!(
+                        "rack-id must be 0 to {}",
+                        bolide_cluster::sc::RACK_ID_MAX
+                    )));
+                }
+                config.rack_id = rack;
+            }
             "strong-consistency-allow-expunge" => {
                 config.strong_consistency_allow_expunge = directive.boolean()?
             }
@@ -1087,6 +1097,25 @@ namespace legacy {
             (error.line, error.directive.as_str()),
             (2, "write-commit-level-override")
         );
+    }
+
+    #[test]
+    fn rack_id_takes_0_to_a_million() {
+        let config = Config::parse("namespace test {\n    rack-id 1000000\n}\n").expect("valid");
+        assert_eq!(config.namespaces[0].rack_id, 1_000_000);
+        let config =
+            Config::parse("namespace test {\n    replication-factor 2\n}\n").expect("valid");
+        assert_eq!(config.namespaces[0].rack_id, 0);
+        for bad in ["1000001", "-1", "east", "1 2"] {
+            let text =
+                format!("namespace test {{\n    replication-factor 2\n    rack-id {bad}\n}}\n");
+            let error = Config::parse(&text).expect_err(bad);
+            assert_eq!(
+                (error.line, error.directive.as_str()),
+                (3, "rack-id"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

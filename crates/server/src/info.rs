@@ -243,22 +243,8 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "replicas-all" => cluster::info::replicas(&node.cluster, command, false, true),
         "replicas-master" => cluster::info::replicas(&node.cluster, command, false, false),
         "replicas-max" => cluster::info::replicas_max(&node.cluster),
-        "rack-ids" => node
-            .cluster
-            .store
-            .namespaces()
-            .iter()
-            .map(|ns| format!("{}:0", ns.name()))
-            .collect::<Vec<_>>()
-            .join(";"),
-        "racks" => node
-            .cluster
-            .store
-            .namespaces()
-            .iter()
-            .map(|ns| format!("ns={}:rack_0={}", ns.name(), node.name()))
-            .collect::<Vec<_>>()
-            .join(";"),
+        "rack-ids" => cluster::info::rack_ids(&node.cluster),
+        "racks" => cluster::info::racks(&node.cluster, command),
         "user-agent-set" => "ok".to_owned(),
         "user-agents" => String::new(),
         "cluster-stable" => cluster::info::cluster_stable(&node.cluster, command),
@@ -298,6 +284,12 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "get-config" | "config-get" => get_config(node, command),
         "set-config" | "config-set" if command.param("context") == Some("security") => {
             security_set_config(node, command)
+        }
+        "set-config" | "config-set"
+            if command.param("context") == Some("namespace")
+                && command.param("rack-id").is_some() =>
+        {
+            cluster::info::set_rack_id(&node.cluster, command)
         }
         "set-config" | "config-set" => crate::info_config::set_config(&node.cluster.store, command),
         "truncate" => truncate(node, command, false),
@@ -830,14 +822,15 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                 .param("namespace")
                 .or_else(|| command.param("id"))
                 .unwrap_or("");
-            match node.cluster.store.namespace(name.as_bytes()) {
-                Some(namespace) => {
+            match node.cluster.store.namespace_index(name.as_bytes()) {
+                Some((index, namespace)) => {
                     let c = &namespace.config;
                     format!(
                         "replication-factor={};default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
                          max-record-size={};storage-engine=memory;storage-engine.data-size={};\
                          storage-engine.stop-writes-used-pct={};storage-engine.evict-used-pct={};\
-                         evict-tenths-pct={};strong-consistency={};strong-consistency-allow-expunge={}",
+                         evict-tenths-pct={};strong-consistency={};strong-consistency-allow-expunge={};\
+                         rack-id={}",
                         c.replication_factor,
                         c.default_ttl_seconds,
                         c.nsup_period_seconds,
@@ -848,7 +841,8 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                         c.evict_used_percent,
                         c.evict_tenths_percent,
                         c.strong_consistency,
-                        c.strong_consistency_allow_expunge
+                        c.strong_consistency_allow_expunge,
+                        node.service().rack_id(index)
                     ) + &crate::info_config::compression_config(namespace)
                 }
                 None => "ERROR:20:namespace not found".to_owned(),
