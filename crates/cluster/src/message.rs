@@ -138,8 +138,10 @@ pub enum Message {
     /// Cluster-wide metadata items (truncation points and the like).
     Metadata {
         items: Vec<crate::metadata::Item>,
-        /// The sender wants the receiver's items back (a sync).
-        reply: bool,
+        /// Sent at a cluster change: every item the sender holds (not one
+        /// item just set). A node that lost its strong-consistency state
+        /// takes the roster in force from it.
+        sync: bool,
     },
 }
 
@@ -244,7 +246,7 @@ impl Envelope {
             }
             kind::METADATA => Message::Metadata {
                 items: r.list(16, crate::metadata::Item::read)?,
-                reply: r.bool()?,
+                sync: r.bool()?,
             },
             other => return Err(CodecError::UnknownKind(other)),
         };
@@ -301,9 +303,9 @@ fn encode_message(w: &mut Writer<'_>, message: &Message) {
             w.str(namespace);
             w.u16(*pid);
         }
-        Message::Metadata { items, reply } => {
+        Message::Metadata { items, sync } => {
             w.list(items, |w, item| item.write(w));
-            w.bool(*reply);
+            w.bool(*sync);
         }
     }
 }
@@ -561,7 +563,7 @@ mod tests {
                     timestamp_ms: 99,
                     deleted: false,
                 }],
-                reply: true,
+                sync: true,
             },
         ];
         messages

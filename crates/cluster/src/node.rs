@@ -533,7 +533,7 @@ impl ClusterNode {
                     ns.all_done_ack(usize::from(pid), member);
                 }
             }
-            Message::Metadata { items, .. } => {
+            Message::Metadata { items, sync } => {
                 // Items come from the members of this node's cluster: from
                 // anyone else (a node of another cluster, a forged sender)
                 // they could truncate or redefine this node's data. A
@@ -545,7 +545,12 @@ impl ClusterNode {
                 }
                 for item in items {
                     if self.metadata.merge(item.clone()) {
-                        if item.module == ROSTER_MODULE && !item.deleted {
+                        // Only from the items a member holds at a cluster
+                        // change: its pending roster then is the roster it
+                        // put in force at that change's commit. A roster
+                        // just staged (`roster-set:`) is not in force
+                        // anywhere until the next exchange.
+                        if sync && item.module == ROSTER_MODULE && !item.deleted {
                             self.adopt_first_roster(&item);
                         }
                         self.actions.push(Action::Metadata(item));
@@ -630,7 +635,7 @@ impl ClusterNode {
                     member,
                     Message::Metadata {
                         items: vec![item.clone()],
-                        reply: false,
+                        sync: false,
                     },
                 );
             }
@@ -670,7 +675,8 @@ impl ClusterNode {
     }
 
     /// A node that holds no roster (its state was not kept across a
-    /// restart) takes the roster its cluster sends it at once, rather than
+    /// restart) takes the roster its cluster sends it at its join (the
+    /// items every member sends at a cluster change) at once, rather than
     /// serving nothing until the next `recluster:`.
     fn adopt_first_roster(&mut self, item: &Item) {
         let Some(index) = self.namespaces.iter().position(|ns| ns.name == item.key) else {
@@ -1066,7 +1072,7 @@ impl ClusterNode {
                     member,
                     Message::Metadata {
                         items: items.clone(),
-                        reply: false,
+                        sync: true,
                     },
                 );
             }

@@ -157,7 +157,7 @@ fn check(
         "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
             Permission::QueryAdmin
         }
-        "recluster" | "services-alumni-reset" => Permission::ServiceCtrl,
+        "recluster" | "roster-set" | "revive" | "services-alumni-reset" => Permission::ServiceCtrl,
         "set-config" | "config-set" => Permission::SetConfig,
         _ => return Ok(()),
     };
