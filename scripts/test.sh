@@ -4,7 +4,8 @@
 # Needs Rust (cargo with rustfmt + clippy), Go, Python 3.11, Node.js (npm), Java 17
 # and Maven on PATH.
 # Sections: cargo fmt --check, clippy -D warnings, release build, cargo tests,
-# Go tools smoke test, the Go client's own test suite (on an open and on a secured node), the Go and Java
+# Go tools smoke test, the Go client's own test suite (on an open node, a secured node and a
+# strong-consistency namespace), the Go and Java
 # clients against a 3-node cluster, Python client suite (official `aerospike` 19.x in
 # .venv). The build is fail-fast (everything else needs the binary); the other
 # sections all run and the script exits non-zero at the end if any failed.
@@ -124,16 +125,29 @@ stage "Go client suite on a secured node (security specs and a data subset)" \
     GO_SUITE_FOCUS='^Aerospike Client Library Suite (Security tests|Scan operations|Query operations|Truncate operations test|Aerospike Error Tests) ' \
     ./tests/go/suite.sh
 
-# The Go and Java clients against a 3-node, RF 2 cluster from one seed
-# (tests/python/with_cluster.py starts it; the Rust client's counterpart is
-# tests/rust-client/tests/multi_node.rs in the cargo tests).
-stage "Go client on a 3-node cluster (tests/go/cluster.sh)" ./tests/go/cluster.sh
+# The same suite against a strong-consistency namespace (a one-node
+# roster set before the run): its SC-gated specs (multi-record
+# transactions; those not built yet are listed in the script) and a data
+# subset, under 2 minutes (the whole suite on SC, 4 to 9 minutes:
+# GO_SUITE_SC=1 tests/go/suite.sh).
+stage "Go client suite on a strong-consistency namespace (SC-gated specs and a data subset)" \
+    env GO_SUITE_SC=1 \
+    GO_SUITE_FOCUS='^Aerospike Client Library Suite (Aerospike Multi Record Transaction operations|Aerospike Data operations on native types|Aerospike Batch Write operations|Scan operations|Query operations|Truncate operations test) ' \
+    ./tests/go/suite.sh
+
+# The Go and Java clients against a 3-node, RF 2 cluster from one seed,
+# then with rack awareness against 4 nodes in two racks
+# (tests/python/with_cluster.py starts them; the Rust client's counterpart is
+# tests/rust-client/tests/multi_node.rs in the cargo tests); the Java
+# client over one-way and mutual TLS with PKI login too
+# (tests/python/with_tls_nodes.py).
+stage "Go client on a 3-node cluster and on two racks (tests/go/cluster.sh)" ./tests/go/cluster.sh
 
 # Maven keeps what it downloads in ~/.m2/repository (once per machine).
 if { ! command -v mvn >/dev/null || ! command -v javac >/dev/null; } && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null
 fi
-stage "Java client on a 3-node cluster (tests/java/run.sh)" ./tests/java/run.sh
+stage "Java client on a 3-node cluster, on two racks and over TLS (tests/java/run.sh)" ./tests/java/run.sh
 
 # shellcheck disable=SC2086
 stage "pytest tests/python" "$VENV/bin/python" -m pytest tests/python -q ${PYTEST_ARGS:-}

@@ -157,6 +157,79 @@ namespace test {
   return { port, httpPort, heartbeatPort, nodeId, url: `http://127.0.0.1:${httpPort}/`, child };
 }
 
+// A node of a 3-node strong-consistency cluster (namespace test, RF 2).
+async function startScNode(nodeId, seedHeartbeat) {
+  const dir = mkdtempSync(join(tmpdir(), 'bolide-console-sc-'));
+  temporary.push(dir);
+  const [port, fabricPort, heartbeatPort, httpPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const config = `service {
+    cluster-name console-sc
+    node-id ${nodeId}
+    service-threads 2
+}
+network {
+    service {
+        address 127.0.0.1
+        port ${port}
+    }
+    heartbeat {
+        mode mesh
+        address 127.0.0.1
+        port ${heartbeatPort}
+        mesh-seed-address-port 127.0.0.1 ${seedHeartbeat || heartbeatPort}
+        interval 150
+        timeout 10
+    }
+    fabric {
+        address 127.0.0.1
+        port ${fabricPort}
+    }
+    http {
+        address 127.0.0.1
+        port ${httpPort}
+    }
+}
+namespace test {
+    replication-factor 2
+    strong-consistency true
+    storage-engine memory {
+        data-size 64M
+    }
+}
+`;
+  writeFileSync(join(dir, 'bolide.conf'), config);
+  const child = spawn(BOLIDED, ['--config', join(dir, 'bolide.conf')], { stdio: ['ignore', 'ignore', 'ignore'] });
+  children.push(child);
+  await waitForPort(port);
+  await waitForPort(httpPort);
+  return { port, httpPort, heartbeatPort, nodeId, url: `http://127.0.0.1:${httpPort}/`, child };
+}
+
+// One info command on a node's service port (proto version 2, type 1).
+function info(node, command) {
+  return new Promise((done, fail) => {
+    const socket = net.connect(node.port, '127.0.0.1');
+    const body = Buffer.from(command + '\n');
+    const header = Buffer.alloc(8);
+    header.writeBigUInt64BE((2n << 56n) | (1n << 48n) | BigInt(body.length));
+    let answer = Buffer.alloc(0);
+    socket.setTimeout(5000, () => { socket.destroy(); fail(new Error(`${command}: no answer`)); });
+    socket.on('data', (chunk) => {
+      answer = Buffer.concat([answer, chunk]);
+      if (answer.length >= 8) {
+        const size = Number(answer.readBigUInt64BE(0) & 0xffffffffffffn);
+        if (answer.length >= 8 + size) {
+          socket.end();
+          const text = answer.subarray(8, 8 + size).toString();
+          done(text.slice(text.indexOf('\t') + 1).replace(/\n$/, ''));
+        }
+      }
+    });
+    socket.on('error', fail);
+    socket.write(Buffer.concat([header, body]));
+  });
+}
+
 async function statistics(node) {
   const body = await api(node, '/api/v1/node');
   return Object.fromEntries(body.info.statistics.split(';').map((pair) => pair.split('=')));
@@ -443,6 +516,72 @@ test('a three-node cluster: every node, its size, build, uptime and migrations',
   await other.waitForFunction(() => document.querySelectorAll('#nodes-table tbody tr').length === 3, null, { timeout: 15000 });
   assert.match(await other.textContent('#nodes-table tbody'), /C3\s*this node/);
   await other.close();
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('a strong-consistency namespace: roster, pending roster, observed nodes, unavailable partitions', { timeout: 180000 }, async () => {
+  const a = await startScNode('D1', null);
+  const b = await startScNode('D2', a.heartbeatPort);
+  const c = await startScNode('D3', a.heartbeatPort);
+  // One cluster formed and settled (same key, map in force): a roster
+  // staged before a later exchange would be in force after it.
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    const all = await Promise.all([a, b, c].map(statistics));
+    if (all.every((s) => s.cluster_size === '3' && s.migrate_allowed === 'true' && s.cluster_key === all[0].cluster_key)) break;
+    assert.ok(Date.now() < deadline, 'three SC nodes in one cluster');
+    await new Promise((done) => setTimeout(done, 200));
+  }
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  await page.goto(a.url + '#namespaces');
+  const panel = page.locator('.ns-card[data-namespace="test"] [data-testid="sc-panel"]');
+  const rowOf = (nodeId) => panel.locator(`tr[data-node="${nodeId}"]`);
+  const cell = (nodeId, id) => rowOf(nodeId).locator(`[data-testid="${id}"]`).textContent();
+  const waitCell = (nodeId, id, value) => page.waitForFunction(([n, t, v]) => {
+    const element = document.querySelector(`.ns-card[data-namespace="test"] tr[data-node="${n}"] [data-testid="${t}"]`);
+    return element && element.textContent.trim() === v;
+  }, [nodeId, id, value], { timeout: 20000 });
+
+  // No roster: every node observes the three, nothing is served.
+  for (const id of ['D1', 'D2', 'D3']) await waitCell(id, 'sc-observed', 'D3,D2,D1');
+  for (const id of ['D1', 'D2', 'D3']) {
+    assert.equal(await cell(id, 'sc-roster'), 'null');
+    assert.equal(await cell(id, 'sc-pending'), 'null');
+    assert.equal((await cell(id, 'sc-unavailable')).trim(), '4,096');
+    assert.equal((await cell(id, 'sc-dead')).trim(), '0');
+  }
+  assert.match(await panel.locator('[data-testid="sc-flags"]').textContent(), /no roster: nothing served/);
+  assert.match(await page.textContent('.ns-card[data-namespace="test"] .ns-head'), /strong consistency/);
+
+  // Staged: pending everywhere, not in force.
+  assert.equal(await info(b, 'roster-set:namespace=test;nodes=D1,D2,D3'), 'ok');
+  for (const id of ['D1', 'D2', 'D3']) await waitCell(id, 'sc-pending', 'D3,D2,D1');
+  assert.equal(await cell('D2', 'sc-roster'), 'null');
+  assert.match(await panel.locator('[data-testid="sc-flags"]').textContent(), /staged roster not in force/);
+
+  // Reclustered: in force, every partition available.
+  const answers = await Promise.all([a, b, c].map((n) => info(n, 'recluster:')));
+  assert.ok(answers.includes('ok'), JSON.stringify(answers));
+  for (const id of ['D1', 'D2', 'D3']) await waitCell(id, 'sc-roster', 'D3,D2,D1');
+  for (const id of ['D1', 'D2', 'D3']) await waitCell(id, 'sc-unavailable', '0');
+  await page.waitForFunction(() => /every partition available/.test(
+    document.querySelector('.ns-card[data-namespace="test"] [data-testid="sc-flags"]').textContent), null, { timeout: 20000 });
+  assert.doesNotMatch(await panel.locator('[data-testid="sc-flags"]').textContent(), /no roster|staged/);
+  await shot(page, 'console-sc-roster.png', true);
+
+  // Two roster nodes lost: the survivor is a minority, every partition
+  // unavailable there, the missing roster nodes named.
+  c.child.kill('SIGKILL');
+  b.child.kill('SIGKILL');
+  await waitCell('D1', 'sc-observed', 'D1');
+  await waitCell('D1', 'sc-unavailable', '4,096');
+  await page.waitForFunction(() => /roster nodes missing: D3, D2|roster nodes missing: D2, D3/.test(
+    document.querySelector('.ns-card[data-namespace="test"] [data-testid="sc-flags"]').textContent), null, { timeout: 20000 });
+  assert.match(await panel.locator('[data-testid="sc-flags"]').textContent(), /4,096 partitions unavailable/);
+  assert.equal((await cell('D1', 'sc-dead')).trim(), '0');
   assert.deepEqual(errors, []);
   await page.close();
 });

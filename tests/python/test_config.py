@@ -72,8 +72,10 @@ def test_good_minimal_config_template_is_valid():
         ("    bogus-directive 5", "bogus-directive"),
         ("    default-ttl notanumber", "default-ttl"),
         ("    nsup-period -3x", "nsup-period"),
+        ("    rack-id 1000001", "rack-id"),
+        ("    rack-id east", "rack-id"),
     ],
-    ids=["unknown-directive", "bad-ttl-value", "bad-nsup-value"],
+    ids=["unknown-directive", "bad-ttl-value", "bad-nsup-value", "rack-id-too-big", "rack-id-not-a-number"],
 )
 def test_bad_directive_fails_fast_with_line_number(line, directive):
     text, lineno = _config_with_line(line)

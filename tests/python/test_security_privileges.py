@@ -44,21 +44,22 @@ OPERATIONS = [
     "read", "write", "read-write", "delete", "udf-apply", "batch-read",
     "query", "query-udf", "background-ops", "background-udf",
     "truncate", "sindex-create", "udf-put", "recluster", "query-abort", "create-user",
+    "roster-set", "revive",
 ]
 
 # 1: allowed; 0: refused with 81 (ROLE_VIOLATION).
 TABLE = {
-    #                  rd wr rw dl ua br qy qu bo bu tr si up rc qa cu
-    "user-admin":     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-    "sys-admin":      [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0],
-    "data-admin":     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0],
-    "udf-admin":      [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],
-    "sindex-admin":   [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0],
-    "read":           [1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    "read-write":     [1, 1, 1, 1, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0],
-    "read-write-udf": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0],
-    "write":          [0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    "truncate":       [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0],
+    #                  rd wr rw dl ua br qy qu bo bu tr si up rc qa cu rs rv
+    "user-admin":     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0],
+    "sys-admin":      [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1],
+    "data-admin":     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0],
+    "udf-admin":      [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0],
+    "sindex-admin":   [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+    "read":           [1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    "read-write":     [1, 1, 1, 1, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    "read-write-udf": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+    "write":          [0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    "truncate":       [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0],
 }
 
 
@@ -153,6 +154,12 @@ def run(c, operation: str, key, index: int) -> int:
         return outcome(lambda: c.udf_put(path))
     if operation == "recluster":
         return outcome(lambda: c.info_random_node("recluster:"))
+    if operation == "roster-set":
+        # An AP namespace: a caller with service-ctrl gets ERROR:4 (not
+        # strong-consistency), one without it ERROR:81 first.
+        return outcome(lambda: c.info_random_node(f"roster-set:namespace={NS};nodes=A1"))
+    if operation == "revive":
+        return outcome(lambda: c.info_random_node("revive:"))
     if operation == "query-abort":
         return outcome(lambda: c.info_random_node("query-abort:trid=123456"))
     if operation == "create-user":

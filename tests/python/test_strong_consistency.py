@@ -118,6 +118,14 @@ def test_roster_walk_through_and_regime(sc_cluster):
 
     # Stage, recluster, serve.
     assert c.info(0, "roster-set:namespace=test;nodes=A1,zz") .startswith("ERROR:4")
+    # Staged is not in force: no node takes the roster before recluster:.
+    assert c.info(0, "roster-set:namespace=test;nodes=A1,A2,A3") == "ok"
+    wait_for(lambda: all(roster(c, i)["pending_roster"] == "A3,A2,A1" for i in range(3)),
+             "pending roster everywhere")
+    time.sleep(1)
+    for i in range(3):
+        assert roster(c, i)["roster"] == "null", (i, roster(c, i))
+        assert parse_kv(c.info(i, "namespace/test"))["unavailable_partitions"] == "4096"
     form_roster(c, [0, 1, 2])
     r = roster(c, 1)
     assert r["roster"] == r["pending_roster"] == "A3,A2,A1", r
@@ -203,6 +211,24 @@ def test_minority_is_unavailable_majority_serves_and_state_survives_restart(sc_c
     for i in range(200):
         _, _, bins = get_settled(client, ("test", None, i))
         assert bins == {"v": i}
+
+
+def test_node_back_without_its_saved_roster_takes_the_roster_in_force():
+    """A memory namespace without work-directory keeps no roster across a
+    restart: the node takes the roster in force from its cluster when it
+    joins, instead of serving nothing until the next recluster:."""
+    with LocalCluster(3, namespace=SC) as c:
+        c.start_all()
+        c.wait_formed()
+        form_roster(c, [0, 1, 2])
+        c.kill(2)
+        c.wait_formed(nodes=[0, 1])
+        c.start(2)
+        c.wait_formed()
+        wait_for(lambda: roster(c, 2)["roster"] == "A3,A2,A1", "the restarted node's roster")
+        wait_for(lambda: all(parse_kv(c.info(i, "namespace/test"))["unavailable_partitions"] == "0"
+                             for i in range(3)), "every partition available")
+        assert parse_kv(c.info(2, "namespace/test"))["ns_cluster_size"] == "3"
 
 
 def holders(cluster, key):

@@ -39,6 +39,7 @@ class TlsCluster(LocalCluster):
     def add_node(self, start: bool = True, cert: str = "node", **kwargs):
         node = super().add_node(start=False, **kwargs)
         node.cert = cert
+        node.blacklist = None
         (node.tls_port,) = free_ports(1)
         if start:
             self.start(node.index)
@@ -46,11 +47,13 @@ class TlsCluster(LocalCluster):
 
     def config_text(self, node) -> str:
         text = super().config_text(node)
+        blacklist = f"        cert-blacklist {node.blacklist}\n" if node.blacklist else ""
         stanza = (
             f"    tls {NODE_NAME} {{\n"
             f"        cert-file {self.pki / (node.cert + '.pem')}\n"
             f"        key-file {self.pki / (node.cert + '.key')}\n"
             f"        ca-file {self.pki / 'ca.pem'}\n"
+            f"{blacklist}"
             "    }\n"
         )
         text = text.replace("network {\n", "network {\n" + stanza, 1)
@@ -118,7 +121,7 @@ def test_the_channels_between_nodes_are_tls_only(cluster):
         except ConnectionResetError:
             pass
     wait_for(lambda: counter(cluster, 0, "fabric_tls_handshake_failures") > before, 5,
-             "the refused handshake to be counted")
+             what="the refused handshake to be counted")
     assert "fabric: TLS handshake from" in node.log_text()
 
 
@@ -132,13 +135,13 @@ def test_a_tls_client_seeding_one_node_discovers_all_three(cluster):
     assert f"127.0.0.1:{cluster.nodes[1].port}" in clear, clear
     client = cluster.tls_client(0)
     tls_ports = {node.tls_port for node in cluster.nodes}
-    wait_for(lambda: len(client.get_nodes()) == 3, 10, "the client to see 3 nodes over TLS")
+    wait_for(lambda: len(client.get_nodes()) == 3, 10, what="the client to see 3 nodes over TLS")
     assert {port for _, port in client.get_nodes()} == tls_ports, client.get_nodes()
 
 
 def test_writes_replicate_over_tls_and_survive_a_killed_node(cluster):
     client = cluster.tls_client(0)
-    wait_for(lambda: len(client.get_nodes()) == 3, 10, "the client to see 3 nodes")
+    wait_for(lambda: len(client.get_nodes()) == 3, 10, what="the client to see 3 nodes")
     sent_before = sum(counter(cluster, i, "replica_writes_sent") for i in range(3))
     for i in range(RECORDS):
         client.put((NS, SET, i), {"v": i, "s": f"value-{i}"})
@@ -184,6 +187,75 @@ def test_a_node_with_a_certificate_from_another_ca_cannot_join(cluster):
     assert rogue_stats["cluster_size"] in ("0", "1"), rogue_stats["cluster_size"]
     assert int(rogue_stats["heartbeat_tls_handshake_failures"]) > 0
     cluster.stop(rogue.index)
+
+
+def serial_of(certificate) -> str:
+    """A certificate's serial number in hex, as cert-blacklist lists it."""
+    import ssl
+
+    return ssl._ssl._test_decode_cert(str(certificate))["serialNumber"]
+
+
+def test_a_renewed_node_certificate_is_used_for_new_connections_without_a_restart(pki, tmp_path):
+    """Node 1's certificate is renewed in place while it runs; node 0 then
+    revokes the old one (cert-blacklist) and restarts, so node 1 must dial
+    it again on heartbeat and fabric: it presents the renewed certificate
+    (re-read every tls-refresh-period, on the dialling side as on the
+    listening side) and the two form a cluster and replicate, with no
+    handshake refused."""
+    import shutil
+
+    for suffix in ("pem", "key"):
+        shutil.copy(pki / f"node.{suffix}", pki / f"node-live.{suffix}")
+    old_serial = serial_of(pki / "node.pem")
+    assert old_serial != serial_of(pki / "node-2.pem")
+    revoked = tmp_path / "revoked.txt"
+    revoked.write_text("# none yet\n")
+    cluster = TlsCluster(2, pki, service={"tls-refresh-period": "1"})
+    cluster.nodes[0].cert = "node-2"
+    cluster.nodes[0].blacklist = revoked
+    cluster.nodes[1].cert = "node-live"
+    with cluster:
+        cluster.wait_formed()
+        cluster.wait_stable()
+
+        # Renewed in place, key first: every context of node 1 (the service
+        # listener, fabric and heartbeat, each listening and dialling) loads
+        # it once the two files fit.
+        before = counter(cluster, 1, "tls_certificate_reloads")
+        shutil.copy(pki / "node-2.key", pki / "node-live.key")
+        shutil.copy(pki / "node-2.pem", pki / "node-live.pem")
+        wait_for(lambda: counter(cluster, 1, "tls_certificate_reloads") >= before + 5, 30,
+                 what="node 1 to reload its renewed certificate")
+        reloaded = [line for line in cluster.nodes[1].log_text().splitlines()
+                    if "certificates reloaded" in line]
+        assert any("dialler" in line for line in reloaded), reloaded
+
+        # Node 0 revokes the old certificate, then restarts.
+        before = counter(cluster, 0, "tls_certificate_reloads")
+        revoked.write_text(f"{old_serial}\n")
+        wait_for(lambda: counter(cluster, 0, "tls_certificate_reloads") > before, 30,
+                 what="node 0 to reload its blacklist")
+        cluster.stop(0)
+        log_before = len(cluster.nodes[0].log_text())
+        cluster.start(0)
+        cluster.wait_formed()
+        cluster.wait_stable()
+
+        client = cluster.tls_client(0)
+        wait_for(lambda: len(client.get_nodes()) == 2, 10, what="the client to see 2 nodes")
+        sent_before = counter(cluster, 1, "replica_writes_sent")
+        for i in range(200):
+            client.put((NS, "renewed", i), {"v": i})
+        # Half the masters are node 1's: their copies went to node 0 over
+        # fabric connections node 1 dialled after the renewal.
+        assert counter(cluster, 1, "replica_writes_sent") > sent_before
+        for i in range(200):
+            assert client.get((NS, "renewed", i))[2] == {"v": i}
+        assert counter(cluster, 0, "heartbeat_tls_handshake_failures") == 0
+        assert counter(cluster, 0, "fabric_tls_handshake_failures") == 0
+        since_restart = cluster.nodes[0].log_text()[log_before:]
+        assert "Revoked" not in since_restart, since_restart[-3000:]
 
 
 CONFIG = """service {{

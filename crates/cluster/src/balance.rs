@@ -7,6 +7,16 @@
 //! order alone. The low three bits of each weight are replaced with the
 //! node's index in the succession list (CE's eight-node tie-break), which
 //! makes every weight unique.
+//!
+//! **Racks.** A namespace whose nodes name more than one `rack-id` spreads
+//! each partition's replicas over racks ([`PartitionOrders::rack_aware`]):
+//! the master stays the hash order's first node, and each further replica
+//! is the next node in hash order on a rack that holds no copy yet; once
+//! every rack holds one, the rest follow the hash order. With RF ≤ racks
+//! every copy is on its own rack, with more copies than racks every rack
+//! has one, and with one rack the order is the plain one. A node's place
+//! still depends only on its own weight and the racks before it, so a node
+//! that leaves changes only the partitions it held a replica of.
 
 use crate::NodeId;
 use bolide_types::PARTITION_COUNT;
@@ -107,6 +117,54 @@ impl PartitionOrders {
     pub fn nodes(&self) -> usize {
         self.nodes
     }
+
+    /// These orders with each partition's first `replicas` nodes spread
+    /// over racks; `racks[i]` is the rack of succession index `i`. The
+    /// master (column 0) and the relative hash order of everything not
+    /// moved are kept. Unchanged when every node is on one rack.
+    pub fn rack_aware(&self, racks: &[u32], replicas: usize) -> PartitionOrders {
+        assert_eq!(racks.len(), self.nodes);
+        let mut adjusted = self.clone();
+        if distinct_racks(racks) < 2 {
+            return adjusted;
+        }
+        let nodes = self.nodes;
+        for row in adjusted.orders.chunks_exact_mut(nodes) {
+            spread_over_racks(row, |index| racks[usize::from(index)], replicas, 1);
+        }
+        adjusted
+    }
+}
+
+/// How many different racks `racks` names.
+pub fn distinct_racks(racks: &[u32]) -> usize {
+    let mut seen: Vec<u32> = racks.to_vec();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
+/// Spreads the first `replicas` entries of one partition's order over
+/// racks, leaving `row[..start]` where it is: each column from `start` on
+/// takes the first node further down the row whose rack holds no copy yet
+/// (the nodes it passes over keep their order behind it). Once no such
+/// node is left, the row stays in its order. `row` stays a permutation of
+/// itself.
+pub fn spread_over_racks(
+    row: &mut [u8],
+    rack_of: impl Fn(u8) -> u32,
+    replicas: usize,
+    start: usize,
+) {
+    let replicas = replicas.min(row.len());
+    for column in start..replicas {
+        let used = |rack: u32| row[..column].iter().any(|&held| rack_of(held) == rack);
+        let Some(offset) = row[column..].iter().position(|&node| !used(rack_of(node))) else {
+            // Every rack present holds a copy: the rest in hash order.
+            return;
+        };
+        row[column..=column + offset].rotate_right(1);
+    }
 }
 
 #[cfg(test)]
@@ -116,6 +174,7 @@ mod tests {
     const A: NodeId = 0x0BB9_0200_11AC_4202;
     const B: NodeId = 0x0BB9_0300_11AC_4202;
     const C: NodeId = 0x0BB9_0400_11AC_4202;
+    const D: NodeId = 0x0BB9_0500_11AC_4202;
 
     #[test]
     fn hash_vectors() {
@@ -182,6 +241,180 @@ mod tests {
             .count();
         assert_eq!(b_masters, 2063);
         assert_eq!(PARTITION_COUNT - b_masters, 2033);
+    }
+
+    /// A few node ids, spread like real ones (MAC bytes and a port).
+    fn nodes(count: usize, salt: u64) -> Vec<NodeId> {
+        let mut ids: Vec<NodeId> = (0..count as u64)
+            .map(|i| {
+                let mac = fnv1a64(&(i * 7919 + salt).to_le_bytes()) & 0xFFFF_FFFF_FFFF;
+                (0x0BB9 << 48) | mac
+            })
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids.dedup();
+        ids
+    }
+
+    /// Each partition's first `n` nodes, as ids.
+    fn replicas(
+        orders: &PartitionOrders,
+        succession: &[NodeId],
+        pid: u16,
+        n: usize,
+    ) -> Vec<NodeId> {
+        named(orders, succession, pid).into_iter().take(n).collect()
+    }
+
+    #[test]
+    fn one_rack_is_plain_balance() {
+        let succession = nodes(5, 1);
+        let plain = PartitionOrders::compute(&succession);
+        for rack in [0, 7] {
+            assert_eq!(plain.rack_aware(&[rack; 5], 2), plain);
+        }
+    }
+
+    #[test]
+    fn two_racks_rf2_every_partition_on_both_racks_masters_unmoved() {
+        // Two racks of two nodes (the walk-through's cluster).
+        let succession = [D, C, B, A];
+        let racks = [2, 2, 1, 1];
+        let rack =
+            |node: NodeId| racks[succession.iter().position(|&n| n == node).expect("member")];
+        let plain = PartitionOrders::compute(&succession);
+        let aware = plain.rack_aware(&racks, 2);
+        let mut masters = [0usize; 4];
+        for pid in 0..PARTITION_COUNT as u16 {
+            let copies = replicas(&aware, &succession, pid, 2);
+            assert_ne!(rack(copies[0]), rack(copies[1]), "pid {pid}: {copies:x?}");
+            // Column 0 is the hash order's master.
+            assert_eq!(aware.order(pid)[0], plain.order(pid)[0]);
+            masters[usize::from(aware.order(pid)[0])] += 1;
+            // Still a permutation of the members.
+            let mut row = aware.order(pid).to_vec();
+            row.sort_unstable();
+            assert_eq!(row, vec![0, 1, 2, 3]);
+        }
+        assert!(masters.iter().all(|&m| m > 800), "{masters:?}");
+    }
+
+    #[test]
+    fn copies_spread_over_racks_in_every_shape() {
+        // (nodes per rack, RF): more racks than RF, as many, fewer,
+        // uneven racks.
+        let shapes: &[(&[usize], usize)] = &[
+            (&[2, 2], 2),
+            (&[2, 2, 2], 2),
+            (&[2, 2, 2], 3),
+            (&[3, 1], 2),
+            (&[3, 1], 3),
+            (&[1, 1, 1, 1], 3),
+            (&[2, 3], 4),
+            (&[4, 1, 2], 3),
+        ];
+        for (salt, &(per_rack, rf)) in shapes.iter().enumerate() {
+            let count: usize = per_rack.iter().sum();
+            let succession = nodes(count, salt as u64 + 10);
+            assert_eq!(succession.len(), count);
+            // Racks 1..=k handed out round the succession list.
+            let mut racks = Vec::new();
+            for (rack, &n) in per_rack.iter().enumerate() {
+                racks.extend(std::iter::repeat_n(rack as u32 + 1, n));
+            }
+            let orders = PartitionOrders::compute(&succession).rack_aware(&racks, rf);
+            let n_racks = per_rack.len();
+            for pid in 0..PARTITION_COUNT as u16 {
+                let row = orders.order(pid);
+                let mut held: Vec<u32> = row[..rf].iter().map(|&i| racks[usize::from(i)]).collect();
+                held.sort_unstable();
+                held.dedup();
+                assert_eq!(
+                    held.len(),
+                    rf.min(n_racks),
+                    "{per_rack:?} rf {rf} pid {pid}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rack_aware_orders_are_deterministic() {
+        let succession = nodes(6, 3);
+        let racks = [1, 2, 3, 1, 2, 3];
+        let first = PartitionOrders::compute(&succession).rack_aware(&racks, 3);
+        let second = PartitionOrders::compute(&succession).rack_aware(&racks, 3);
+        assert_eq!(first, second);
+        // Pinned: a change of the rule moves data in every cluster at
+        // its next rebalance, and nodes of two versions would disagree.
+        let rows: Vec<Vec<u8>> = (0..4).map(|pid| first.order(pid).to_vec()).collect();
+        assert_eq!(
+            rows,
+            [
+                [3, 2, 4, 5, 0, 1],
+                [3, 1, 2, 0, 4, 5],
+                [3, 5, 1, 0, 4, 2],
+                [1, 5, 3, 2, 0, 4]
+            ]
+        );
+        let plain = PartitionOrders::compute(&succession);
+        for pid in 0..4u16 {
+            assert_eq!(rows[usize::from(pid)][0], plain.order(pid)[0]);
+        }
+    }
+
+    #[test]
+    fn a_node_leaving_moves_only_the_partitions_it_held() {
+        for (salt, (count, per_rack, rf)) in [
+            (6usize, 2usize, 2usize),
+            (6, 3, 2),
+            (9, 3, 3),
+            (8, 4, 3),
+            (7, 2, 3),
+            (8, 2, 4),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let all = nodes(count, salt as u64 + 100);
+            let rack_of = |node: NodeId| (node % per_rack as u64) as u32 + 1;
+            for leaving in all.clone() {
+                let rest: Vec<NodeId> = all.iter().copied().filter(|&n| n != leaving).collect();
+                let racks_all: Vec<u32> = all.iter().map(|&n| rack_of(n)).collect();
+                let racks_rest: Vec<u32> = rest.iter().map(|&n| rack_of(n)).collect();
+                let before = PartitionOrders::compute(&all).rack_aware(&racks_all, rf);
+                let after = PartitionOrders::compute(&rest).rack_aware(&racks_rest, rf);
+                let mut moved = 0;
+                let mut held = 0;
+                for pid in 0..PARTITION_COUNT as u16 {
+                    let old = replicas(&before, &all, pid, rf);
+                    let new = replicas(&after, &rest, pid, rf);
+                    if !old.contains(&leaving) {
+                        assert_eq!(old, new, "pid {pid}: a partition it did not hold moved");
+                        continue;
+                    }
+                    held += 1;
+                    // Every other holder keeps its copy: one new copy.
+                    for node in old.iter().filter(|&&n| n != leaving) {
+                        assert!(new.contains(node), "pid {pid}: {node:x} lost its copy");
+                    }
+                    moved += new.iter().filter(|n| !old.contains(n)).count();
+                }
+                assert_eq!(moved, held);
+            }
+        }
+    }
+
+    #[test]
+    fn spreading_keeps_the_fixed_columns() {
+        // Columns before `start` stay even when they share a rack.
+        let mut row = [0u8, 1, 2, 3];
+        let racks = [1u32, 1, 1, 2];
+        spread_over_racks(&mut row, |i| racks[usize::from(i)], 3, 2);
+        assert_eq!(row, [0, 1, 3, 2]);
+        let mut row = [0u8, 1, 2, 3];
+        spread_over_racks(&mut row, |i| racks[usize::from(i)], 3, 1);
+        assert_eq!(row, [0, 3, 1, 2]);
     }
 
     #[test]

@@ -87,6 +87,8 @@ pub struct NamespaceVersions {
     /// The sender's regime of the namespace: 0 for AP, non-zero for
     /// strong consistency.
     pub regime: u32,
+    /// The sender's `rack-id` for the namespace (0: none).
+    pub rack_id: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,8 +138,10 @@ pub enum Message {
     /// Cluster-wide metadata items (truncation points and the like).
     Metadata {
         items: Vec<crate::metadata::Item>,
-        /// The sender wants the receiver's items back (a sync).
-        reply: bool,
+        /// Sent at a cluster change: every item the sender holds (not one
+        /// item just set). A node that lost its strong-consistency state
+        /// takes the roster in force from it.
+        sync: bool,
     },
 }
 
@@ -242,7 +246,7 @@ impl Envelope {
             }
             kind::METADATA => Message::Metadata {
                 items: r.list(16, crate::metadata::Item::read)?,
-                reply: r.bool()?,
+                sync: r.bool()?,
             },
             other => return Err(CodecError::UnknownKind(other)),
         };
@@ -299,9 +303,9 @@ fn encode_message(w: &mut Writer<'_>, message: &Message) {
             w.str(namespace);
             w.u16(*pid);
         }
-        Message::Metadata { items, reply } => {
+        Message::Metadata { items, sync } => {
             w.list(items, |w, item| item.write(w));
-            w.bool(*reply);
+            w.bool(*sync);
         }
     }
 }
@@ -437,6 +441,7 @@ fn write_namespace_versions(w: &mut Writer<'_>, ns: &NamespaceVersions) {
         w.u16(*count);
     });
     w.u32(ns.regime);
+    w.u32(ns.rack_id);
 }
 
 fn read_namespace_versions(r: &mut Reader<'_>) -> Result<NamespaceVersions, CodecError> {
@@ -461,11 +466,16 @@ fn read_namespace_versions(r: &mut Reader<'_>) -> Result<NamespaceVersions, Code
         return Err(CodecError::Invalid("version count"));
     }
     let regime = r.u32()?;
+    let rack_id = r.u32()?;
+    if rack_id > crate::sc::RACK_ID_MAX {
+        return Err(CodecError::Invalid("rack id"));
+    }
     Ok(NamespaceVersions {
         name: name.to_owned(),
         replication_factor,
         versions,
         regime,
+        rack_id,
     })
 }
 
@@ -489,6 +499,7 @@ mod tests {
             replication_factor: 2,
             versions,
             regime: 7,
+            rack_id: 2,
         };
         let id = ProposalId {
             sequence: 9,
@@ -552,7 +563,7 @@ mod tests {
                     timestamp_ms: 99,
                     deleted: false,
                 }],
-                reply: true,
+                sync: true,
             },
         ];
         messages

@@ -34,6 +34,10 @@ pub struct NamespaceConfig {
     /// (SC) the active roster and the regime as this node last saved them.
     pub roster: Roster,
     pub regime: u32,
+    /// This node's `rack-id` for the namespace (0: none). AP spreads each
+    /// partition's replicas over the racks members name; SC takes racks
+    /// from the roster (`node@rack`).
+    pub rack_id: u32,
 }
 
 impl NamespaceConfig {
@@ -46,6 +50,7 @@ impl NamespaceConfig {
             strong_consistency: false,
             roster: Roster::default(),
             regime: 0,
+            rack_id: 0,
         }
     }
 }
@@ -200,6 +205,25 @@ pub struct Status {
     pub sc: Vec<ScState>,
     /// A few partitions with migrations left, described (diagnostics).
     pub pending_sample: Vec<String>,
+    /// Per namespace, the racks of the map in force and this node's.
+    pub racks: Vec<NamespaceRacks>,
+}
+
+/// A namespace's racks, as `racks:` and `rack-ids` report them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceRacks {
+    /// This node's configured `rack-id` (sent at the next exchange).
+    pub configured: u32,
+    /// The rack this node is placed by now: its rack in the map in force
+    /// (SC: its roster rack), else its configured one.
+    pub effective: u32,
+    /// Every member of the map in force and the rack it is placed by (SC:
+    /// roster members by their roster rack, the others by the rack they
+    /// sent).
+    pub members: Vec<(NodeId, u32)>,
+    /// Every member of the map in force and the rack it sent (its
+    /// configured `rack-id`: SC's `observed_nodes`).
+    pub observed: Vec<(NodeId, u32)>,
 }
 
 #[derive(Clone)]
@@ -224,6 +248,12 @@ pub struct ClusterNode {
     plan_fabric: Vec<Endpoint>,
     metadata: Metadata,
     sc: Vec<ScState>,
+    /// Per namespace, this node's configured rack.
+    rack_ids: Vec<u32>,
+    /// Per namespace, the rack each member of the map in force is placed
+    /// by, and the rack it sent (both aligned with `plan_members`).
+    plan_racks: Vec<Vec<u32>>,
+    plan_racks_sent: Vec<Vec<u32>>,
     entropy: Box<dyn Entropy>,
     actions: Vec<Action>,
     generation: i64,
@@ -295,6 +325,9 @@ impl ClusterNode {
             plan_key: 0,
             plan_fabric: vec![config.fabric.clone()],
             metadata: Metadata::new(metadata),
+            rack_ids: config.namespaces.iter().map(|ns| ns.rack_id).collect(),
+            plan_racks: Vec::new(),
+            plan_racks_sent: Vec::new(),
             sc: config
                 .namespaces
                 .iter()
@@ -345,6 +378,9 @@ impl ClusterNode {
             plan_fabric: self.plan_fabric.clone(),
             metadata: self.metadata.clone(),
             sc: self.sc.clone(),
+            rack_ids: self.rack_ids.clone(),
+            plan_racks: self.plan_racks.clone(),
+            plan_racks_sent: self.plan_racks_sent.clone(),
             entropy,
             actions: self.actions.clone(),
             generation: self.generation,
@@ -497,7 +533,7 @@ impl ClusterNode {
                     ns.all_done_ack(usize::from(pid), member);
                 }
             }
-            Message::Metadata { items, .. } => {
+            Message::Metadata { items, sync } => {
                 // Items come from the members of this node's cluster: from
                 // anyone else (a node of another cluster, a forged sender)
                 // they could truncate or redefine this node's data. A
@@ -509,7 +545,12 @@ impl ClusterNode {
                 }
                 for item in items {
                     if self.metadata.merge(item.clone()) {
-                        if item.module == ROSTER_MODULE && !item.deleted {
+                        // Only from the items a member holds at a cluster
+                        // change: its pending roster then is the roster it
+                        // put in force at that change's commit. A roster
+                        // just staged (`roster-set:`) is not in force
+                        // anywhere until the next exchange.
+                        if sync && item.module == ROSTER_MODULE && !item.deleted {
                             self.adopt_first_roster(&item);
                         }
                         self.actions.push(Action::Metadata(item));
@@ -594,7 +635,7 @@ impl ClusterNode {
                     member,
                     Message::Metadata {
                         items: vec![item.clone()],
-                        reply: false,
+                        sync: false,
                     },
                 );
             }
@@ -634,7 +675,8 @@ impl ClusterNode {
     }
 
     /// A node that holds no roster (its state was not kept across a
-    /// restart) takes the roster its cluster sends it at once, rather than
+    /// restart) takes the roster its cluster sends it at its join (the
+    /// items every member sends at a cluster change) at once, rather than
     /// serving nothing until the next `recluster:`.
     fn adopt_first_roster(&mut self, item: &Item) {
         let Some(index) = self.namespaces.iter().position(|ns| ns.name == item.key) else {
@@ -664,6 +706,16 @@ impl ClusterNode {
     /// takes effect). Whether this node is the principal.
     pub fn recluster(&mut self, now_ms: u64) -> bool {
         self.membership.request_recluster(now_ms)
+    }
+
+    /// Sets this node's `rack-id` for namespace `index` (at most
+    /// [`sc::RACK_ID_MAX`]). It is sent at the next exchange: placement
+    /// changes at the next rebalance (`recluster:`, or any cluster change).
+    pub fn set_rack_id(&mut self, index: usize, rack: u32) {
+        assert!(rack <= sc::RACK_ID_MAX);
+        if let Some(held) = self.rack_ids.get_mut(index) {
+            *held = rack;
+        }
     }
 
     /// Each namespace's strong-consistency state.
@@ -745,6 +797,7 @@ impl ClusterNode {
                 replication_factor: ns.replication_factor.min(255) as u8,
                 versions: ns.versions.clone(),
                 regime: self.sc.get(index).map_or(0, |sc| sc.regime),
+                rack_id: self.rack_ids.get(index).copied().unwrap_or(0),
             })
             .collect()
     }
@@ -863,6 +916,7 @@ impl ClusterNode {
         // Every member must hold every namespace with the same RF.
         let mut per_namespace: Vec<Vec<Vec<Version>>> = vec![Vec::new(); self.namespaces.len()];
         let mut regimes: Vec<Vec<u32>> = vec![Vec::new(); self.namespaces.len()];
+        let mut racks: Vec<Vec<u32>> = vec![Vec::new(); self.namespaces.len()];
         for (node, namespaces) in &members {
             for (index, ns) in self.namespaces.iter().enumerate() {
                 match namespaces.iter().find(|theirs| theirs.name == ns.name) {
@@ -872,6 +926,7 @@ impl ClusterNode {
                     {
                         per_namespace[index].push(theirs.versions.clone());
                         regimes[index].push(theirs.regime);
+                        racks[index].push(theirs.rack_id);
                     }
                     _ => {
                         let line = format!(
@@ -904,7 +959,7 @@ impl ClusterNode {
         for (index, regime) in next.into_iter().enumerate() {
             self.adopt_sc(index, regime);
         }
-        self.rebalance(key, succession, per_namespace, now_ms);
+        self.rebalance(key, succession, per_namespace, racks, now_ms);
     }
 
     fn rebalance(
@@ -912,6 +967,7 @@ impl ClusterNode {
         key: u64,
         succession: Vec<NodeId>,
         versions: Vec<Vec<Vec<Version>>>,
+        racks: Vec<Vec<u32>>,
         now_ms: u64,
     ) {
         let previous = std::mem::replace(&mut self.plan_members, succession.clone());
@@ -933,17 +989,33 @@ impl ClusterNode {
         let me = self.me();
         let orders = PartitionOrders::compute(&succession);
         let mut effects = Effects::default();
-        for (index, versions) in versions.into_iter().enumerate() {
-            let sc_orders = self
-                .sc
-                .get(index)
-                .filter(|sc| sc.enabled)
-                .map(|sc| roster_first_orders(&sc.roster, &succession, &orders));
+        let mut placed_by = Vec::with_capacity(racks.len());
+        self.plan_racks_sent = racks.clone();
+        for ((index, versions), racks) in versions.into_iter().enumerate().zip(racks) {
+            assert_eq!(racks.len(), succession.len());
+            let replication_factor = self.namespaces[index].replication_factor;
+            let n_replicas = replication_factor.min(succession.len());
+            let (orders, racks) = match self.sc.get(index).filter(|sc| sc.enabled) {
+                Some(sc) => {
+                    let racks = roster_racks(&sc.roster, &succession, racks);
+                    let rows = roster_first_orders(
+                        &sc.roster,
+                        &succession,
+                        &orders,
+                        &racks,
+                        replication_factor,
+                    );
+                    (rows, racks)
+                }
+                None => (orders.rack_aware(&racks, n_replicas), racks),
+            };
             let ns = &mut self.namespaces[index];
-            let orders = sc_orders.as_ref().unwrap_or(&orders);
-            let plan = plan::plan_namespace(key, ns.replication_factor, orders, &versions);
+            let plan = plan::plan_namespace(key, replication_factor, &orders, &versions);
             ns.apply_plan(index, plan, &succession, me, now_ms, &mut effects);
+            placed_by.push(racks);
         }
+        self.plan_racks = placed_by;
+        self.warn_of_rack_mismatch();
         self.rebalance_generation += 1;
         self.last_rebalance_ms = now_ms;
         self.blocked = false;
@@ -1000,7 +1072,7 @@ impl ClusterNode {
                     member,
                     Message::Metadata {
                         items: items.clone(),
-                        reply: false,
+                        sync: true,
                     },
                 );
             }
@@ -1147,6 +1219,74 @@ impl ClusterNode {
             namespaces,
             sc: self.sc.clone(),
             pending_sample: self.pending_sample(20),
+            racks: self.racks(me),
+        }
+    }
+
+    /// Every namespace's racks (see [`NamespaceRacks`]).
+    fn racks(&self, me: Member) -> Vec<NamespaceRacks> {
+        self.rack_ids
+            .iter()
+            .enumerate()
+            .map(|(index, &configured)| {
+                let of_plan = |racks: &Vec<Vec<u32>>| {
+                    racks
+                        .get(index)
+                        .filter(|racks| {
+                            self.plan_key != 0 && racks.len() == self.plan_members.len()
+                        })
+                        .map(|racks| -> Vec<(NodeId, u32)> {
+                            self.plan_members
+                                .iter()
+                                .copied()
+                                .zip(racks.iter().copied())
+                                .collect()
+                        })
+                };
+                let (Some(members), Some(observed)) =
+                    (of_plan(&self.plan_racks), of_plan(&self.plan_racks_sent))
+                else {
+                    return NamespaceRacks {
+                        configured,
+                        effective: configured,
+                        members: vec![(self.node(), configured)],
+                        observed: vec![(self.node(), configured)],
+                    };
+                };
+                let effective = members
+                    .get(usize::from(me))
+                    .map_or(configured, |&(_, rack)| rack);
+                NamespaceRacks {
+                    configured,
+                    effective,
+                    members,
+                    observed,
+                }
+            })
+            .collect()
+    }
+
+    /// (SC) a roster rack that differs from the rack this node is
+    /// configured with is logged: it places by the roster's, and asadm's
+    /// `show roster` would flag it.
+    fn warn_of_rack_mismatch(&mut self) {
+        let mut lines = Vec::new();
+        for (index, state) in self.sc.iter().enumerate().filter(|(_, sc)| sc.enabled) {
+            let configured = self.rack_ids.get(index).copied().unwrap_or(0);
+            let Some(entry) = state.roster.entries.iter().find(|e| e.node == self.node()) else {
+                continue;
+            };
+            if entry.rack != configured {
+                lines.push(format!(
+                    "{{{}}} roster places node {:x} on rack {} but its rack-id is {configured}",
+                    self.namespaces[index].name,
+                    self.node(),
+                    entry.rack
+                ));
+            }
+        }
+        for line in lines {
+            self.log(Level::Warn, line);
         }
     }
 
@@ -1206,23 +1346,56 @@ impl ClusterNode {
     }
 }
 
+/// The rack each member of an SC namespace places by: a roster member its
+/// roster rack, any other member the rack it sent.
+fn roster_racks(roster: &Roster, succession: &[NodeId], sent: Vec<u32>) -> Vec<u32> {
+    succession
+        .iter()
+        .zip(sent)
+        .map(|(&node, sent)| {
+            roster
+                .entries
+                .iter()
+                .find(|entry| entry.node == node)
+                .map_or(sent, |entry| entry.rack)
+        })
+        .collect()
+}
+
 /// Partition orders for an SC namespace: per partition, the present roster
-/// members in the roster's hash order (so the roster master masters it
-/// whenever present), then the members not on the roster.
+/// members in the roster's (rack-aware) order, so the roster master
+/// masters it whenever present; where roster replicas are missing, the
+/// present roster members that stand in for them are taken on racks that
+/// hold no copy yet; then the members not on the roster. `racks` is each
+/// member's rack (see [`roster_racks`]).
 fn roster_first_orders(
     roster: &Roster,
     succession: &[NodeId],
     orders: &PartitionOrders,
+    racks: &[u32],
+    replication_factor: usize,
 ) -> PartitionOrders {
-    let roster_orders = RosterOrders::new(roster);
+    let roster_orders = RosterOrders::new(roster, replication_factor);
+    let n_replicas = replication_factor.min(succession.len());
     let index_of = |node: NodeId| succession.iter().position(|&m| m == node);
+    let rack_of = |index: u8| racks[usize::from(index)];
+    let spread = crate::balance::distinct_racks(racks) > 1;
     let mut rows = Vec::with_capacity(PARTITION_COUNT * succession.len());
     for pid in 0..PARTITION_COUNT as u16 {
         let start = rows.len();
-        for node in roster_orders.order(pid) {
+        // The roster replicas present lead, in roster order.
+        let mut replicas_present = 0;
+        for (position, node) in roster_orders.order(pid).enumerate() {
             if let Some(index) = index_of(node) {
+                if position < replication_factor {
+                    replicas_present += 1;
+                }
                 rows.push(index as u8);
             }
+        }
+        if spread {
+            let roster_part = &mut rows[start..];
+            crate::balance::spread_over_racks(roster_part, rack_of, n_replicas, replicas_present);
         }
         for &index in orders.order(pid) {
             if !roster.contains(succession[usize::from(index)]) {
@@ -1249,7 +1422,7 @@ fn apply_sc_rules(
         clear_all(ns);
         return (PARTITION_COUNT as u64, 0);
     }
-    let orders = RosterOrders::new(&state.roster);
+    let orders = RosterOrders::new(&state.roster, ns.replication_factor);
     let present = |node: NodeId| members.contains(&node);
     let (mut unavailable, mut dead) = (0u64, 0u64);
     for pid in 0..PARTITION_COUNT {
@@ -1305,4 +1478,84 @@ fn namespace_status(ns: &NamespaceState, me: Member) -> NamespaceStatus {
 /// NULL versions for a node that holds nothing.
 pub fn empty_versions() -> Vec<Version> {
     vec![Version::NULL; PARTITION_COUNT]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A1: NodeId = 0xA1;
+    const A2: NodeId = 0xA2;
+    const A3: NodeId = 0xA3;
+    const A4: NodeId = 0xA4;
+    const B1: NodeId = 0xB1;
+
+    fn rows(roster: &str, succession: &[NodeId], sent: &[u32]) -> (Vec<Vec<NodeId>>, Vec<u32>) {
+        let roster = Roster::parse(roster).expect("valid");
+        let racks = roster_racks(&roster, succession, sent.to_vec());
+        let orders = PartitionOrders::compute(succession);
+        let orders = roster_first_orders(&roster, succession, &orders, &racks, 2);
+        let rows = (0..PARTITION_COUNT as u16)
+            .map(|pid| {
+                orders
+                    .order(pid)
+                    .iter()
+                    .map(|&i| succession[usize::from(i)])
+                    .collect()
+            })
+            .collect();
+        (rows, racks)
+    }
+
+    #[test]
+    fn sc_members_place_by_their_roster_rack() {
+        let roster = Roster::parse("A1@1,A2@2").expect("valid");
+        // A2 sends rack 5 but the roster says 2; B1 is not on the roster.
+        assert_eq!(
+            roster_racks(&roster, &[B1, A2, A1], vec![3, 5, 1]),
+            vec![3, 2, 1]
+        );
+    }
+
+    #[test]
+    fn a_missing_roster_replica_is_stood_in_for_on_another_rack() {
+        let roster = "A1@1,A2@1,A3@2,A4@2";
+        let full = RosterOrders::new(&Roster::parse(roster).expect("valid"), 2);
+        // A2 (rack 1) is gone; B1 (rack 1, not on the roster) is here.
+        let succession = [B1, A4, A3, A1];
+        let (rows, racks) = rows(roster, &succession, &[1, 2, 2, 1]);
+        let rack =
+            |node: NodeId| racks[succession.iter().position(|&n| n == node).expect("member")];
+        let mut stood_in = 0;
+        for (pid, row) in rows.iter().enumerate() {
+            let replicas = full.replicas(pid as u16, 2);
+            // The present roster replicas lead, in roster order.
+            let present: Vec<NodeId> = replicas.iter().copied().filter(|&n| n != A2).collect();
+            assert_eq!(&row[..present.len()], &present[..], "pid {pid}");
+            // The two copies are on two racks, both on the roster.
+            assert_ne!(rack(row[0]), rack(row[1]), "pid {pid}: {row:x?}");
+            assert_ne!(row[0], B1);
+            assert_ne!(row[1], B1);
+            // The non-roster node comes last.
+            assert_eq!(row[3], B1);
+            if replicas.contains(&A2) {
+                stood_in += 1;
+                // A1, the only other rack-1 roster node, stands in.
+                assert!(row[..2].contains(&A1), "pid {pid}: {row:x?}");
+            }
+        }
+        assert!(stood_in > 1000, "{stood_in}");
+    }
+
+    #[test]
+    fn an_sc_roster_without_racks_keeps_its_plain_order() {
+        let roster = "A1,A2,A3,A4";
+        let full = RosterOrders::new(&Roster::parse(roster).expect("valid"), 2);
+        let succession = [A4, A3, A2, A1];
+        let (rows, _) = rows(roster, &succession, &[0; 4]);
+        for (pid, row) in rows.iter().enumerate() {
+            let whole: Vec<NodeId> = full.order(pid as u16).collect();
+            assert_eq!(row, &whole);
+        }
+    }
 }

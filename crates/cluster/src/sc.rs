@@ -6,8 +6,10 @@
 //!   `roster-set` stages it (the *pending* roster, shared cluster-wide as a
 //!   metadata item); the next rebalance makes it the *active* roster.
 //! * A partition's **roster replicas** are the first RF nodes of its hash
-//!   order computed over the whole roster (present or not); the first is the
-//!   **roster master**.
+//!   order computed over the whole roster (present or not), spread over the
+//!   roster's racks as AP spreads replicas (`balance::spread_over_racks`);
+//!   the first is the **roster master**, moved to the roster's active rack
+//!   (`M<rack>|`) when it names one that holds a copy.
 //! * A sub-cluster S serves a partition when it holds all its roster
 //!   replicas, or is a strict majority of the roster with at least one roster
 //!   replica, or is exactly half the roster with the roster master. Two
@@ -153,14 +155,35 @@ pub enum Availability {
 #[derive(Clone, Debug)]
 pub struct RosterOrders {
     nodes: Vec<NodeId>,
+    /// The roster rack of each of `nodes`.
+    racks: Vec<u32>,
     orders: PartitionOrders,
 }
 
 impl RosterOrders {
-    pub fn new(roster: &Roster) -> RosterOrders {
+    /// The roster's hash order, its first `replication_factor` nodes
+    /// spread over the roster's racks, the master on the active rack.
+    pub fn new(roster: &Roster, replication_factor: usize) -> RosterOrders {
         let nodes = roster.nodes();
-        let orders = PartitionOrders::compute(&nodes);
-        RosterOrders { nodes, orders }
+        let racks: Vec<u32> = roster.entries.iter().map(|entry| entry.rack).collect();
+        let replicas = replication_factor.max(1).min(nodes.len());
+        let mut orders = PartitionOrders::compute(&nodes).rack_aware(&racks, replicas);
+        if let Some(active) = roster.active_rack {
+            orders = on_active_rack(&orders, &racks, active, replicas);
+        }
+        RosterOrders {
+            nodes,
+            racks,
+            orders,
+        }
+    }
+
+    /// The roster rack of `node` (None: not on the roster).
+    pub fn rack_of(&self, node: NodeId) -> Option<u32> {
+        self.nodes
+            .iter()
+            .position(|&held| held == node)
+            .map(|index| self.racks[index])
     }
 
     pub fn len(&self) -> usize {
@@ -205,6 +228,31 @@ impl RosterOrders {
             Availability::Unavailable
         }
     }
+}
+
+/// Puts each partition's master on the active rack: the first of its
+/// replicas on that rack moves to the front (the others keep their
+/// order). A partition without a replica there (more racks than the
+/// replication factor, or no roster node on the rack) keeps its order.
+fn on_active_rack(
+    orders: &PartitionOrders,
+    racks: &[u32],
+    active: u32,
+    replicas: usize,
+) -> PartitionOrders {
+    let nodes = orders.nodes();
+    let mut rows = Vec::with_capacity(bolide_types::PARTITION_COUNT * nodes);
+    for pid in 0..bolide_types::PARTITION_COUNT as u16 {
+        let mut row = orders.order(pid).to_vec();
+        if let Some(at) = row[..replicas]
+            .iter()
+            .position(|&index| racks[usize::from(index)] == active)
+        {
+            row[..=at].rotate_right(1);
+        }
+        rows.extend_from_slice(&row);
+    }
+    PartitionOrders::from_rows(nodes, rows)
 }
 
 /// The availability rules for one partition: `replicas` its roster
@@ -303,30 +351,96 @@ mod tests {
     #[test]
     fn no_partition_is_available_on_both_sides_of_any_split() {
         let nodes: Vec<NodeId> = (1..=5).map(|n| 0x1000 + n).collect();
-        let orders = RosterOrders::new(&roster(&nodes));
-        for rf in 1..=3 {
-            for mask in 0u32..32 {
-                let side = |n: NodeId| {
-                    let i = nodes.iter().position(|&m| m == n).expect("member");
-                    mask & (1 << i) != 0
-                };
-                let other = |n: NodeId| !side(n);
-                for pid in 0..bolide_types::PARTITION_COUNT as u16 {
-                    let here = orders.availability(pid, rf, &side) == Availability::Available;
-                    let there = orders.availability(pid, rf, &other) == Availability::Available;
-                    assert!(!(here && there), "rf {rf} mask {mask:b} pid {pid}");
+        let plain = roster(&nodes);
+        // The same roster in racks 1, 2, 1, 2, 3, and with active rack 1.
+        let racked = Roster::parse("1001@1,1002@2,1003@1,1004@2,1005@3").expect("valid");
+        let active = Roster::parse("M1|1001@1,1002@2,1003@1,1004@2,1005@3").expect("valid");
+        for roster in [&plain, &racked, &active] {
+            for rf in 1..=3 {
+                let orders = RosterOrders::new(roster, rf);
+                for mask in 0u32..32 {
+                    let side = |n: NodeId| {
+                        let i = nodes.iter().position(|&m| m == n).expect("member");
+                        mask & (1 << i) != 0
+                    };
+                    let other = |n: NodeId| !side(n);
+                    for pid in 0..bolide_types::PARTITION_COUNT as u16 {
+                        let here = orders.availability(pid, rf, &side) == Availability::Available;
+                        let there = orders.availability(pid, rf, &other) == Availability::Available;
+                        assert!(!(here && there), "{roster} rf {rf} mask {mask:b} pid {pid}");
+                    }
                 }
+                // Everyone present: everything available.
+                assert!((0..4096u16)
+                    .all(|pid| orders.availability(pid, rf, &|_| true) == Availability::Available));
             }
         }
-        // Everyone present: everything available.
-        assert!((0..4096u16)
-            .all(|pid| orders.availability(pid, 2, &|_| true) == Availability::Available));
+    }
+
+    #[test]
+    fn rack_aware_roster_replicas_sit_on_distinct_racks() {
+        // Two racks of two, RF 2 (docs/cluster.md's walk-through).
+        let roster = Roster::parse("A1@1,A2@1,A3@2,A4@2").expect("valid");
+        let orders = RosterOrders::new(&roster, 2);
+        let plain = RosterOrders::new(&Roster::parse("A1,A2,A3,A4").expect("valid"), 2);
+        let mut masters_on = [0usize; 3];
+        for pid in 0..bolide_types::PARTITION_COUNT as u16 {
+            let replicas = orders.replicas(pid, 2);
+            let racks: Vec<u32> = replicas
+                .iter()
+                .map(|&node| orders.rack_of(node).expect("on the roster"))
+                .collect();
+            assert_ne!(racks[0], racks[1], "pid {pid}: {replicas:x?}");
+            // Without an active rack the roster master is the hash order's.
+            assert_eq!(replicas[0], plain.replicas(pid, 2)[0]);
+            masters_on[racks[0] as usize] += 1;
+        }
+        assert!(
+            masters_on[1] > 1800 && masters_on[2] > 1800,
+            "{masters_on:?}"
+        );
+        assert_eq!(orders.rack_of(0xB1), None);
+    }
+
+    #[test]
+    fn an_active_rack_masters_everything_and_survives_the_other_racks_loss() {
+        let roster = Roster::parse("M1|A1@1,A2@1,A3@2,A4@2").expect("valid");
+        let orders = RosterOrders::new(&roster, 2);
+        let rack_one = |node: NodeId| node == 0xA1 || node == 0xA2;
+        let rack_two = |node: NodeId| node == 0xA3 || node == 0xA4;
+        for pid in 0..bolide_types::PARTITION_COUNT as u16 {
+            let replicas = orders.replicas(pid, 2);
+            assert_eq!(orders.rack_of(replicas[0]), Some(1), "pid {pid}");
+            assert_eq!(orders.rack_of(replicas[1]), Some(2), "pid {pid}");
+            // Rack 2 lost: half the roster with the roster master serves.
+            assert_eq!(
+                orders.availability(pid, 2, &rack_one),
+                Availability::Available
+            );
+            // Rack 1 (the active rack) lost: nothing may be served.
+            assert_eq!(
+                orders.availability(pid, 2, &rack_two),
+                Availability::Unavailable
+            );
+        }
+        // Without the active rack, losing either rack loses about half.
+        let even = RosterOrders::new(&Roster::parse("A1@1,A2@1,A3@2,A4@2").expect("valid"), 2);
+        let served = (0..4096u16)
+            .filter(|&pid| even.availability(pid, 2, &rack_one) == Availability::Available)
+            .count();
+        assert!((1500..2600).contains(&served), "{served}");
+        // An active rack naming no roster rack changes nothing.
+        let elsewhere =
+            RosterOrders::new(&Roster::parse("M7|A1@1,A2@1,A3@2,A4@2").expect("valid"), 2);
+        for pid in 0..4096u16 {
+            assert_eq!(elsewhere.replicas(pid, 2), even.replicas(pid, 2));
+        }
     }
 
     #[test]
     fn roster_replicas_follow_the_whole_roster() {
         let nodes = [0xA, 0xB, 0xC];
-        let orders = RosterOrders::new(&roster(&nodes));
+        let orders = RosterOrders::new(&roster(&nodes), 2);
         let full = crate::balance::PartitionOrders::compute(&[0xC, 0xB, 0xA]);
         for pid in 0..64u16 {
             let expect: Vec<NodeId> = full

@@ -213,7 +213,7 @@ pub fn forged_seeds() -> Vec<Vec<u8>> {
                 timestamp_ms: 1 << 62,
                 deleted: false,
             }],
-            reply: true,
+            sync: true,
         },
     };
     let all_done = Envelope {

@@ -20,6 +20,12 @@
 //!   one logged in as `admin`: every answer is well-formed with a known
 //!   code, nothing but LOGIN and AUTHENTICATE works without a session, and
 //!   the users and roles stay reloadable.
+//! - [`tls::check`]: any bytes a client sends to a TLS listener, fed to a
+//!   rustls connection with the node's own context (each kind of
+//!   listener: standard, mutual, names and blacklist, between nodes), or
+//!   a certificate chain put to its verifier and to PKI login: whole
+//!   records back, no handshake completed without the keys, only genuine
+//!   admitted certificates accepted.
 //! - [`cluster_frames::check`]: any bytes as a stream of node-to-node
 //!   frames: refused headers name the rule they break, whatever decodes
 //!   round-trips, and a damaged checksum is always refused.
@@ -44,6 +50,7 @@ pub mod config;
 pub mod connection;
 pub mod execute;
 pub mod fixture;
+pub mod tls;
 
 /// Runs `check` over every file of `fuzz/corpus/<target>` and returns how
 /// many there were.

@@ -24,7 +24,7 @@ fn truncation(from: NodeId) -> Envelope {
                 timestamp_ms: 1 << 62,
                 deleted: false,
             }],
-            reply: false,
+            sync: false,
         },
     }
 }

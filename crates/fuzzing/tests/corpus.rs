@@ -3,7 +3,7 @@
 //! now fails breaks `cargo test`.
 
 use bolide_fuzzing::{
-    admin, cluster_forged, cluster_frames, config, connection, execute, replay_corpus,
+    admin, cluster_forged, cluster_frames, config, connection, execute, replay_corpus, tls,
 };
 
 /// Each corpus must hold at least this many inputs: an emptied or moved
@@ -53,4 +53,10 @@ fn cluster_forged_corpus() {
 fn admin_corpus() {
     let inputs = replay_corpus("admin", admin::check);
     assert!(inputs >= INPUTS_MIN, "admin corpus has {inputs} inputs");
+}
+
+#[test]
+fn tls_corpus() {
+    let inputs = replay_corpus("tls", tls::check);
+    assert!(inputs >= INPUTS_MIN, "tls corpus has {inputs} inputs");
 }

@@ -104,9 +104,14 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
             out.int(count as i64);
         }
         "copy" => copy(args, out, db)?,
+        "dump" => match db.get(&args[1])? {
+            Some(entry) => out.bulk(&dump(&entry.value)),
+            None => out.null(),
+        },
+        "restore" => restore(args, out, db)?,
         "object" => object(args, out, db)?,
         "bitfield" | "bitfield_ro" => bitfield(name, args, out, db)?,
-        _ => return err(&format!("ERR unknown command '{name}'")),
+        _ => return crate::extras::run(name, args, out, db, blocking),
     }
     Ok(Ran::Done)
 }
@@ -223,10 +228,12 @@ fn lmpop(args: &[Vec<u8>], at: usize, out: &mut Out, db: &mut Db<'_>, blocking: 
         _ => return err(SYNTAX_ERROR),
     };
     let mut count = 1usize;
+    let mut counted = false;
     let mut option = where_at + 1;
     while option < args.len() {
         match lower(&args[option]).as_str() {
-            "count" if option + 1 < args.len() => {
+            "count" if option + 1 < args.len() && !counted => {
+                counted = true;
                 count = parse_i64(&args[option + 1])
                     .ok()
                     .filter(|&n| n > 0)
@@ -483,8 +490,105 @@ fn copy(args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()> {
     Ok(())
 }
 
-/// The encoding Redis 7.0 would report for a value.
-fn encoding(value: &Value) -> &'static str {
+/// DUMP's payload format version (Bolide's own format, not Redis's RDB
+/// serialization: RESTORE takes what Bolide's DUMP gave).
+const DUMP_VERSION: u8 = 1;
+
+/// A value as DUMP serializes it: its bin's particle type and name, the
+/// bin's bytes, then the format version and a 64-bit FNV-1a checksum of
+/// everything before it (little-endian), as Redis ends its payloads with a
+/// version and a CRC.
+fn dump(value: &Value) -> Vec<u8> {
+    let (name, particle_type, bytes) = value.encode();
+    let mut out = Vec::with_capacity(bytes.len() + name.len() + 12);
+    out.push(particle_type);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.extend_from_slice(&bytes);
+    out.push(DUMP_VERSION);
+    let sum = fnv1a(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The value a DUMP payload holds; None when it is not one.
+fn undump(payload: &[u8]) -> Option<Value> {
+    let (body, sum) = payload.split_at_checked(payload.len().checked_sub(8)?)?;
+    if fnv1a(body) != u64::from_le_bytes(sum.try_into().ok()?) {
+        return None;
+    }
+    let (&version, body) = body.split_last()?;
+    if version != DUMP_VERSION {
+        return None;
+    }
+    let (&particle_type, rest) = body.split_first()?;
+    let (&name_length, rest) = rest.split_first()?;
+    let (name, bytes) = rest.split_at_checked(usize::from(name_length))?;
+    Value::decode(name, particle_type, bytes)
+}
+
+/// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`.
+fn restore(args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()> {
+    let ttl = parse_i64(&args[2])?;
+    let (mut replace, mut absolute) = (false, false);
+    let mut at = 4;
+    while at < args.len() {
+        match lower(&args[at]).as_str() {
+            "replace" => replace = true,
+            "absttl" => absolute = true,
+            "idletime" if at + 1 < args.len() => {
+                if parse_i64(&args[at + 1])? < 0 {
+                    return err("ERR Invalid IDLETIME value, must be >= 0");
+                }
+                at += 1;
+            }
+            "freq" if at + 1 < args.len() => {
+                let freq = parse_i64(&args[at + 1])?;
+                if !(0..=255).contains(&freq) {
+                    return err("ERR Invalid FREQ value, must be >= 0 and <= 255");
+                }
+                at += 1;
+            }
+            _ => return err(SYNTAX_ERROR),
+        }
+        at += 1;
+    }
+    if ttl < 0 {
+        return err("ERR Invalid TTL value, must be >= 0");
+    }
+    if !replace && db.get(&args[1])?.is_some() {
+        return err("BUSYKEY Target key name already exists.");
+    }
+    let Some(value) = undump(&args[3]) else {
+        return err("ERR DUMP payload version or checksum are wrong");
+    };
+    let expiry_ms = match ttl {
+        0 => None,
+        ttl if absolute => Some(ttl as u64),
+        ttl => Some(crate::keyspace::now_ms().saturating_add(ttl as u64)),
+    };
+    let entry = Entry { value, expiry_ms };
+    let written = db.update(&args[1], |slot| {
+        if slot.is_some() && !replace {
+            return err("BUSYKEY Target key name already exists.");
+        }
+        // An expiry already past deletes the key (the write drops it).
+        *slot = Some(entry.clone());
+        Ok(((), true))
+    });
+    written?;
+    out.ok();
+    Ok(())
+}
+
+/// The encoding Redis 7.0 would report for a value under `limits`.
+fn encoding(value: &Value, limits: crate::keyspace::Encodings) -> &'static str {
     match value {
         Value::Str(bytes) => {
             let canonical = std::str::from_utf8(bytes)
@@ -499,7 +603,8 @@ fn encoding(value: &Value) -> &'static str {
             }
         }
         Value::Hash(hash) => {
-            if hash.len() <= 128 && hash.iter().all(|(f, v)| f.len() <= 64 && v.len() <= 64) {
+            let small = |bytes: &Vec<u8>| bytes.len() <= limits.hash_value_bytes;
+            if hash.len() <= limits.hash_entries && hash.iter().all(|(f, v)| small(f) && small(v)) {
                 "listpack"
             } else {
                 "hashtable"
@@ -513,14 +618,18 @@ fn encoding(value: &Value) -> &'static str {
                     .and_then(|text| text.parse::<i64>().ok().map(|n| n.to_string() == text))
                     == Some(true)
             });
-            if integers && set.len() <= 512 {
+            if integers && set.len() <= limits.set_intset_entries {
                 "intset"
             } else {
                 "hashtable"
             }
         }
         Value::ZSet(zset) => {
-            if zset.len() <= 128 && zset.keys().all(|member| member.len() <= 64) {
+            if zset.len() <= limits.zset_entries
+                && zset
+                    .keys()
+                    .all(|member| member.len() <= limits.zset_value_bytes)
+            {
                 "listpack"
             } else {
                 "skiplist"
@@ -548,7 +657,7 @@ fn object(args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()> {
                 return Ok(());
             };
             match sub.as_str() {
-                "encoding" => out.bulk(encoding(&entry.value).as_bytes()),
+                "encoding" => out.bulk(encoding(&entry.value, db.encodings).as_bytes()),
                 "refcount" => out.int(1),
                 "idletime" => out.int(0),
                 _ => {

@@ -115,6 +115,9 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
         }
         "hincrbyfloat" => {
             let by = parse_f64(&args[3])?;
+            if !by.is_finite() {
+                return err("ERR value is NaN or Infinity");
+            }
             let text = db.update(&args[1], |slot| {
                 let hash = collection(slot, new_hash, hash_mut)?;
                 let current = match hash.get(&args[2]) {
@@ -460,87 +463,6 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
             }
         }
         "scard" => out.int(read(db, &args[1], set_mut)?.map_or(0, |s| s.len()) as i64),
-        "spop" => {
-            let count = match args.get(2) {
-                None => None,
-                Some(arg) => match parse_i64(arg) {
-                    Ok(n) if n >= 0 => Some(n as usize),
-                    _ => return err("ERR value is out of range, must be positive"),
-                },
-            };
-            if args.len() > 3 {
-                return err(SYNTAX_ERROR);
-            }
-            let seed = crate::keyspace::now_ms() as usize;
-            let popped = db.update(&args[1], |slot| {
-                if slot.is_none() {
-                    return Ok((Vec::new(), false));
-                }
-                let set = collection(slot, new_set, set_mut)?;
-                let take = count.unwrap_or(1).min(set.len());
-                let mut popped = Vec::with_capacity(take);
-                for i in 0..take {
-                    let at = seed.wrapping_mul(2_654_435_761).wrapping_add(i) % set.len();
-                    if let Some(member) = set.iter().nth(at).cloned() {
-                        set.remove(&member);
-                        popped.push(member);
-                    }
-                }
-                let changed = !popped.is_empty();
-                Ok((popped, changed))
-            })?;
-            match count {
-                None => bulk_or_null(out, popped.first().map(|v| v.as_slice())),
-                Some(_) => {
-                    out.set(popped.len());
-                    for member in popped {
-                        out.bulk(&member);
-                    }
-                }
-            }
-        }
-        "srandmember" => {
-            let set: Vec<Vec<u8>> = read(db, &args[1], set_mut)?
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
-            let seed = crate::keyspace::now_ms() as usize;
-            match args.get(2) {
-                None => bulk_or_null(
-                    out,
-                    (!set.is_empty())
-                        .then(|| set[seed.wrapping_mul(2_654_435_761) % set.len()].as_slice()),
-                ),
-                Some(arg) => {
-                    let count = parse_i64(arg)?;
-                    if count >= 0 {
-                        let take = (count as usize).min(set.len());
-                        out.array(take);
-                        for member in set.iter().take(take) {
-                            out.bulk(member);
-                        }
-                    } else {
-                        // Repeats allowed: bounded, so a huge count cannot
-                        // make an endless reply.
-                        if count < -(1 << 24) {
-                            return err("ERR value is out of range");
-                        }
-                        let take = count.unsigned_abs() as usize;
-                        if set.is_empty() {
-                            out.array(0);
-                        } else {
-                            out.array(take);
-                            for i in 0..take {
-                                out.bulk(
-                                    &set[(seed.wrapping_add(i).wrapping_mul(2_654_435_761))
-                                        % set.len()],
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
         "sinter" | "sunion" | "sdiff" | "sinterstore" | "sunionstore" | "sdiffstore" => {
             let store = name.ends_with("store");
             let first = if store { 2 } else { 1 };
@@ -591,10 +513,12 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
                 Ok((removed, removed))
             })?;
             if moved {
+                // A member the target already has leaves it unchanged
+                // (WATCH does not see a change).
                 db.update(&args[2], |slot| {
                     let set = collection(slot, new_set, set_mut)?;
-                    set.insert(args[3].clone());
-                    Ok(((), true))
+                    let added = set.insert(args[3].clone());
+                    Ok(((), added))
                 })?;
             }
             out.int(i64::from(moved));
@@ -672,6 +596,20 @@ pub(crate) fn move_element(
             Ok((element, changed))
         });
     }
+    // Nothing to move: the target's type does not matter yet (a blocking
+    // move waits, as in Redis).
+    match db.get(source)? {
+        None => return Ok(None),
+        Some(Entry {
+            value: Value::List(list),
+            ..
+        }) if list.is_empty() => return Ok(None),
+        Some(Entry {
+            value: Value::List(_),
+            ..
+        }) => {}
+        Some(_) => return err(WRONGTYPE),
+    }
     // The target must be a list (or missing) before anything moves.
     if let Some(entry) = db.get(target)? {
         if !matches!(entry.value, Value::List(_)) {
@@ -728,14 +666,14 @@ fn score_bound(arg: &[u8]) -> R<(f64, bool)> {
 }
 
 #[derive(Clone)]
-enum LexBound {
+pub(crate) enum LexBound {
     Min,
     Max,
     Inclusive(Vec<u8>),
     Exclusive(Vec<u8>),
 }
 
-fn lex_bound(arg: &[u8]) -> R<LexBound> {
+pub(crate) fn lex_bound(arg: &[u8]) -> R<LexBound> {
     match arg.split_first() {
         Some((b'-', [])) => Ok(LexBound::Min),
         Some((b'+', [])) => Ok(LexBound::Max),
@@ -745,7 +683,7 @@ fn lex_bound(arg: &[u8]) -> R<LexBound> {
     }
 }
 
-fn above_min(member: &[u8], min: &LexBound) -> bool {
+pub(crate) fn above_min(member: &[u8], min: &LexBound) -> bool {
     match min {
         LexBound::Min => true,
         LexBound::Max => false,
@@ -754,7 +692,7 @@ fn above_min(member: &[u8], min: &LexBound) -> bool {
     }
 }
 
-fn below_max(member: &[u8], max: &LexBound) -> bool {
+pub(crate) fn below_max(member: &[u8], max: &LexBound) -> bool {
     match max {
         LexBound::Min => false,
         LexBound::Max => true,
@@ -897,7 +835,16 @@ fn zset(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blocking: 
                 let changed = !items.is_empty();
                 Ok((items, changed))
             })?;
-            reply_members(out, &popped, true);
+            if count.is_none() || !out.resp3 {
+                // A single pop is a flat [member, score] in RESP3 too.
+                out.array(popped.len() * 2);
+                for (score, member) in &popped {
+                    out.bulk(member);
+                    out.double(*score);
+                }
+            } else {
+                reply_members(out, &popped, true);
+            }
         }
         "zremrangebyscore" | "zremrangebyrank" => {
             let by_rank = name == "zremrangebyrank";

@@ -790,16 +790,17 @@ fn bit_offset(arg: &[u8]) -> R<u64> {
 /// An inclusive [start, end] of a sequence of `length`, negative indexes
 /// from the end, clamped; None if empty.
 pub(crate) fn range(start: i64, end: i64, length: usize) -> Option<(usize, usize)> {
+    // Redis's order of adjustments: negative indexes count from the end,
+    // a start still negative is 0, and an end before the start (however
+    // negative) is an empty range.
     let length = length as i64;
-    let mut start = if start < 0 { length + start } else { start };
+    let start = if start < 0 { length + start } else { start }.max(0);
     let mut end = if end < 0 { length + end } else { end };
-    start = start.max(0);
-    end = end.max(0);
+    if start > end || start >= length {
+        return None;
+    }
     if end >= length {
         end = length - 1;
-    }
-    if start > end || length == 0 {
-        return None;
     }
     Some((start as usize, end as usize))
 }
@@ -960,4 +961,22 @@ fn expire(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>) -> R<()>
     })?;
     out.int(i64::from(set));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::range;
+
+    #[test]
+    fn ranges_follow_redis() {
+        assert_eq!(range(0, -1, 4), Some((0, 3)));
+        // An end before the start, however negative, is empty (LRANGE,
+        // ZRANGE 0 -5 of four members).
+        assert_eq!(range(0, -5, 4), None);
+        assert_eq!(range(-10, -5, 4), None);
+        assert_eq!(range(-10, 1, 4), Some((0, 1)));
+        assert_eq!(range(2, 100, 4), Some((2, 3)));
+        assert_eq!(range(4, 10, 4), None);
+        assert_eq!(range(0, 0, 0), None);
+    }
 }

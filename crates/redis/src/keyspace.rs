@@ -125,6 +125,33 @@ pub struct Db<'r> {
     pub records: &'r mut dyn Records,
     pub namespace: &'r [u8],
     pub set: Vec<u8>,
+    /// The size limits OBJECT ENCODING reports by (CONFIG SET's).
+    pub encodings: Encodings,
+}
+
+/// The limits under which Redis 7.0 keeps a value in its compact
+/// encoding (`hash-max-listpack-entries` …), as CONFIG SET last set them.
+/// Bolide stores every value the same way; OBJECT ENCODING answers what
+/// Redis would use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Encodings {
+    pub hash_entries: usize,
+    pub hash_value_bytes: usize,
+    pub zset_entries: usize,
+    pub zset_value_bytes: usize,
+    pub set_intset_entries: usize,
+}
+
+impl Default for Encodings {
+    fn default() -> Encodings {
+        Encodings {
+            hash_entries: 128,
+            hash_value_bytes: 64,
+            zset_entries: 128,
+            zset_value_bytes: 64,
+            set_intset_entries: 512,
+        }
+    }
 }
 
 fn code_error(code: ResultCode) -> String {
@@ -316,7 +343,9 @@ impl Db<'_> {
                 }
                 // A namespace without expiry refuses record TTLs: the key
                 // then expires by its `pexp` bin alone (reads hide it).
-                Some(ResultCode::Forbidden) if ttl != u32::MAX => {
+                // An expiry beyond the namespace's longest TTL: the record
+                // is kept without one and the key expires by `pexp` alone.
+                Some(ResultCode::Forbidden | ResultCode::Parameter) if ttl != u32::MAX => {
                     ttl = u32::MAX;
                     continue;
                 }
@@ -446,13 +475,28 @@ impl Db<'_> {
         let Some(namespace) = store.namespace(self.namespace) else {
             return Ok(());
         };
-        // Everything written up to now goes; a write after this reply is
-        // stamped later than the truncation point.
-        let before = bolide_types::now_citrusleaf_milliseconds() + 1;
+        let Some(set_id) = namespace.existing_set_id(&self.set) else {
+            return Ok(());
+        };
+        // Everything written up to now goes. A record written many times
+        // within a millisecond carries a last-update time ahead of the
+        // clock (each write stamps at least its predecessor's plus one),
+        // so the truncation point is after the latest of them; a write
+        // after this reply is stamped later than the point.
+        let mut latest = 0;
+        for pid in 0..bolide_types::PARTITION_COUNT {
+            if let Some(table) = namespace.read_partition(pid) {
+                table.for_each(|entry| {
+                    if entry.meta.set_id == set_id {
+                        latest = latest.max(entry.meta.last_update_ms);
+                    }
+                });
+            }
+        }
+        let before = (bolide_types::now_citrusleaf_milliseconds() + 1).max(latest + 1);
         namespace
             .truncate(Some(&self.set), before)
             .map_err(|error| format!("ERR flush failed: {error}"))?;
-        std::thread::sleep(std::time::Duration::from_millis(2));
         Ok(())
     }
 }

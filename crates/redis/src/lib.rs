@@ -1,9 +1,10 @@
 //! The Redis front end: RESP2/RESP3 framing (`resp`, no I/O), the command
-//! table (`table`), one connection's state and dispatch (`session`), and
-//! the Redis types mapped onto records (`value`, `keyspace`, `data`,
-//! `collections`; docs/redis.md has the mapping), and Lua scripting
-//! (`scripting`: EVAL, FUNCTION, FCALL on an engine thread that owns
-//! the Lua states). Each Redis key is one
+//! table (`table`), one connection's state and dispatch (`session`, its
+//! server commands in `session/admin.rs`), the Redis types mapped onto
+//! records (`value`, `keyspace`, and the commands in `data`, `collections`,
+//! `assorted`, `extras`, `sort`, `geo`; docs/redis.md has the mapping), and
+//! Lua scripting (`scripting`: EVAL, FUNCTION, FCALL on an engine thread
+//! that owns the Lua states). Each Redis key is one
 //! record in the Redis namespace, in set `redis<db>`, read and written
 //! through the transaction layer's typed requests, so the Aerospike
 //! clients see the same records.
@@ -20,12 +21,15 @@ mod assorted;
 pub mod cluster;
 mod collections;
 mod data;
+mod extras;
+mod geo;
 pub mod hll;
 pub mod keyspace;
 pub mod pubsub;
 pub mod resp;
 pub mod scripting;
 pub mod session;
+mod sort;
 pub mod table;
 pub mod value;
 

@@ -1,8 +1,9 @@
-//! Publish/subscribe on one node: channels and glob patterns, each
-//! subscriber a mailbox its connection drains (the connection is woken
-//! through [`Wake`]). Messages are encoded for the subscriber's protocol
-//! when published: `[message, channel, payload]` and `[pmessage, pattern,
-//! channel, payload]`, as push frames in RESP3.
+//! Publish/subscribe on one node: channels, glob patterns and shard
+//! channels (SSUBSCRIBE/SPUBLISH), each subscriber a mailbox its
+//! connection drains (the connection is woken through [`Wake`]). Messages
+//! are encoded for the subscriber's protocol when published: `[message,
+//! channel, payload]`, `[pmessage, pattern, channel, payload]` and
+//! `[smessage, channel, payload]`, as push frames in RESP3.
 
 use crate::resp::Out;
 use crate::session::glob;
@@ -74,6 +75,8 @@ type Subscriptions = HashMap<Vec<u8>, BTreeMap<u64, Arc<Mailbox>>>;
 pub struct Hub {
     channels: Mutex<Subscriptions>,
     patterns: Mutex<Subscriptions>,
+    /// Shard channels: a namespace of their own, as in Redis 7.0.
+    shards: Mutex<Subscriptions>,
 }
 
 impl Hub {
@@ -144,5 +147,52 @@ impl Hub {
 
     pub fn pattern_count(&self) -> usize {
         self.patterns.lock().len()
+    }
+
+    pub fn subscribe_shard(&self, name: &[u8], id: u64, mailbox: &Arc<Mailbox>) {
+        self.shards
+            .lock()
+            .entry(name.to_vec())
+            .or_default()
+            .insert(id, Arc::clone(mailbox));
+    }
+
+    pub fn unsubscribe_shard(&self, name: &[u8], id: u64) {
+        let mut table = self.shards.lock();
+        if let Some(subscribers) = table.get_mut(name) {
+            subscribers.remove(&id);
+            if subscribers.is_empty() {
+                table.remove(name);
+            }
+        }
+    }
+
+    /// SPUBLISH: the number of shard subscribers that received it.
+    pub fn publish_shard(&self, channel: &[u8], message: &[u8]) -> usize {
+        let table = self.shards.lock();
+        let Some(subscribers) = table.get(channel) else {
+            return 0;
+        };
+        for mailbox in subscribers.values() {
+            mailbox.deliver(&[b"smessage", channel, message]);
+        }
+        subscribers.len()
+    }
+
+    /// Shard channels with subscribers, matching `pattern` if given.
+    pub fn shard_channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let mut names: Vec<Vec<u8>> = self
+            .shards
+            .lock()
+            .keys()
+            .filter(|name| pattern.is_none_or(|p| glob(p, name)))
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    pub fn shard_subscribers(&self, channel: &[u8]) -> usize {
+        self.shards.lock().get(channel).map_or(0, BTreeMap::len)
     }
 }

@@ -13,9 +13,13 @@ pub const INLINE_BYTES_MAX: usize = 64 << 10;
 /// A request that cannot be parsed: the error is sent, then the
 /// connection is closed (as Redis does).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(pub &'static str);
+pub struct ProtocolError(pub std::borrow::Cow<'static, str>);
 
 impl ProtocolError {
+    fn new(text: &'static str) -> ProtocolError {
+        ProtocolError(std::borrow::Cow::Borrowed(text))
+    }
+
     pub fn text(&self) -> String {
         format!("Protocol error: {}", self.0)
     }
@@ -34,11 +38,11 @@ pub fn parse(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
     if first != b'*' {
         return parse_inline(input);
     }
-    let Some((count, mut at)) = line_number(input, 1)? else {
+    let Some((count, mut at)) = line_number(input, 1, "invalid multibulk length")? else {
         return Ok(None);
     };
     if count > ARGS_MAX as i64 {
-        return Err(ProtocolError("invalid multibulk length"));
+        return Err(ProtocolError::new("invalid multibulk length"));
     }
     if count <= 0 {
         return Ok(Some((Vec::new(), at)));
@@ -50,24 +54,22 @@ pub fn parse(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
             return Ok(None);
         };
         if marker != b'$' {
-            return Err(if marker.is_ascii_graphic() {
-                ProtocolError(expected_dollar(marker))
-            } else {
-                ProtocolError("expected '$'")
-            });
+            return Err(ProtocolError(
+                format!("expected '$', got '{}'", char::from(marker)).into(),
+            ));
         }
-        let Some((length, data)) = line_number(input, at + 1)? else {
+        let Some((length, data)) = line_number(input, at + 1, "invalid bulk length")? else {
             return Ok(None);
         };
         if length < 0 || length as usize > BULK_BYTES_MAX {
-            return Err(ProtocolError("invalid bulk length"));
+            return Err(ProtocolError::new("invalid bulk length"));
         }
         let end = data + length as usize;
         if input.len() < end + 2 {
             return Ok(None);
         }
         if &input[end..end + 2] != b"\r\n" {
-            return Err(ProtocolError("invalid bulk length"));
+            return Err(ProtocolError::new("invalid bulk length"));
         }
         args.push(input[data..end].to_vec());
         at = end + 2;
@@ -75,24 +77,17 @@ pub fn parse(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
     Ok(Some((args, at)))
 }
 
-fn expected_dollar(marker: u8) -> &'static str {
-    // The common cases, worded as Redis words them.
-    match marker {
-        b'*' => "expected '$', got '*'",
-        b':' => "expected '$', got ':'",
-        b'+' => "expected '$', got '+'",
-        b'-' => "expected '$', got '-'",
-        _ => "expected '$'",
-    }
-}
-
 /// A decimal number from `at` up to CRLF: the number and where the next
 /// line starts.
-fn line_number(input: &[u8], at: usize) -> Result<Option<(i64, usize)>, ProtocolError> {
+fn line_number(
+    input: &[u8],
+    at: usize,
+    invalid: &'static str,
+) -> Result<Option<(i64, usize)>, ProtocolError> {
     let rest = input.get(at..).unwrap_or_default();
     let Some(end) = rest.iter().position(|&b| b == b'\r') else {
         if rest.len() > 32 {
-            return Err(ProtocolError("invalid multibulk length"));
+            return Err(ProtocolError::new(invalid));
         }
         return Ok(None);
     };
@@ -100,20 +95,19 @@ fn line_number(input: &[u8], at: usize) -> Result<Option<(i64, usize)>, Protocol
         return Ok(None);
     }
     if rest[end + 1] != b'\n' {
-        return Err(ProtocolError("invalid multibulk length"));
+        return Err(ProtocolError::new(invalid));
     }
-    let text =
-        std::str::from_utf8(&rest[..end]).map_err(|_| ProtocolError("invalid bulk length"))?;
-    let number = text
-        .parse::<i64>()
-        .map_err(|_| ProtocolError("invalid multibulk length"))?;
+    let number = std::str::from_utf8(&rest[..end])
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+        .ok_or(ProtocolError::new(invalid))?;
     Ok(Some((number, at + end + 2)))
 }
 
 fn parse_inline(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
     let Some(newline) = input.iter().position(|&b| b == b'\n') else {
         if input.len() > INLINE_BYTES_MAX {
-            return Err(ProtocolError("too big inline request"));
+            return Err(ProtocolError::new("too big inline request"));
         }
         return Ok(None);
     };
@@ -121,14 +115,21 @@ fn parse_inline(input: &[u8]) -> Result<Option<Request>, ProtocolError> {
     if let Some(stripped) = line.strip_suffix(b"\r") {
         line = stripped;
     }
-    let args = split_args(line).ok_or(ProtocolError("unbalanced quotes in request"))?;
+    let args = split_args(line).ok_or(ProtocolError::new("unbalanced quotes in request"))?;
     Ok(Some((args, newline + 1)))
 }
 
 /// Splits an inline line as Redis does: spaces separate, `"…"` takes
 /// escapes (`\n \r \t \b \a \\ \" \xHH`), `'…'` takes `\'`; a closing
-/// quote must end the argument. None: unbalanced quotes.
+/// quote must end the argument. None: unbalanced quotes. A zero byte ends
+/// the line, as it ends the C string Redis splits (inside quotes it leaves
+/// them unbalanced).
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    // (A quote still open at the cut leaves it unbalanced below.)
+    let line = match line.iter().position(|&byte| byte == 0) {
+        Some(end) => &line[..end],
+        None => line,
+    };
     let mut args = Vec::new();
     let mut at = 0;
     loop {
@@ -191,7 +192,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                 }
             } else {
                 match byte {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
                     b'"' => in_double = true,
                     b'\'' => in_single = true,
                     _ => arg.push(byte),
@@ -308,6 +309,11 @@ impl Out {
         } else {
             self.bulk(text.as_bytes());
         }
+    }
+
+    /// A RESP3 double already printed (`,text`).
+    pub fn raw_double(&mut self, text: &str) {
+        self.line(b',', text.as_bytes());
     }
 
     /// Text for humans: verbatim `txt` (RESP3) or a bulk string (RESP2).
@@ -471,6 +477,22 @@ mod tests {
         );
         // A huge declared array is refused before anything is allocated.
         assert!(parse(b"*9999999999\r\n").is_err());
+    }
+
+    #[test]
+    fn a_zero_byte_ends_an_inline_line() {
+        // It once ended an argument without moving on: the splitter
+        // pushed empty arguments forever (a TLS ClientHello on the plain
+        // port held its event loop and grew its memory).
+        assert_eq!(split_args(b"\0"), Some(Vec::new()));
+        assert_eq!(split_args(b"\0\x01\x02 abc"), Some(Vec::new()));
+        assert_eq!(
+            split_args(b"get k\0ignored"),
+            Some(vec![b"get".to_vec(), b"k".to_vec()])
+        );
+        assert_eq!(split_args(b"set \"a\0b\""), None);
+        let hello = [22u8, 3, 1, 2, 0, 1, 0, 1, 0xfc, 3, 3, 0, 10, 13];
+        assert_eq!(parse(&hello).map(|r| r.map(|(_, used)| used)), Ok(Some(13)));
     }
 
     #[test]

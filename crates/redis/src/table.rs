@@ -75,9 +75,54 @@ pub static COMMANDS: &[Spec] = &[
     spec!("flushall", -1, WS, 0, 0, 0, "keyspace"),
     spec!("time", 1, C, 0, 0, 0, "server"),
     spec!("lastsave", 1, C, 0, 0, 0, "server"),
+    spec!(
+        "save",
+        1,
+        &["admin", "noscript", "no-multi"],
+        0,
+        0,
+        0,
+        "server"
+    ),
+    spec!(
+        "bgsave",
+        -1,
+        &["admin", "noscript", "no-multi"],
+        0,
+        0,
+        0,
+        "server"
+    ),
+    spec!(
+        "bgrewriteaof",
+        1,
+        &["admin", "noscript", "no-multi"],
+        0,
+        0,
+        0,
+        "server"
+    ),
+    spec!(
+        "shutdown",
+        -1,
+        &["admin", "noscript", "loading", "stale", "no-multi"],
+        0,
+        0,
+        0,
+        "server"
+    ),
     spec!("role", 1, C, 0, 0, 0, "server"),
     spec!("wait", 3, &["noscript"], 0, 0, 0, "connection"),
     spec!("function", -2, &["noscript"], 0, 0, 0, "scripting"),
+    spec!(
+        "slowlog",
+        -2,
+        &["admin", "random", "loading", "stale"],
+        0,
+        0,
+        0,
+        "server"
+    ),
     // Scripting (crate::scripting).
     spec!("eval", -3, SCRIPT, 0, 0, 0, "scripting"),
     spec!("evalsha", -3, SCRIPT, 0, 0, 0, "scripting"),
@@ -125,6 +170,33 @@ pub static COMMANDS: &[Spec] = &[
         0,
         0,
         0,
+        "pubsub"
+    ),
+    spec!(
+        "ssubscribe",
+        -2,
+        &["pubsub", "noscript", "loading", "stale"],
+        1,
+        -1,
+        1,
+        "pubsub"
+    ),
+    spec!(
+        "sunsubscribe",
+        -1,
+        &["pubsub", "noscript", "loading", "stale"],
+        1,
+        -1,
+        1,
+        "pubsub"
+    ),
+    spec!(
+        "spublish",
+        3,
+        &["pubsub", "loading", "stale", "fast"],
+        1,
+        1,
+        1,
         "pubsub"
     ),
     spec!(
@@ -387,6 +459,79 @@ pub static COMMANDS: &[Spec] = &[
     ),
     // Keys.
     spec!("copy", -3, &["write", "denyoom"], 1, 2, 1, "keyspace"),
+    spec!("dump", 2, RS, 1, 1, 1, "keyspace"),
+    spec!("hrandfield", -2, RS, 1, 1, 1, "hash"),
+    spec!("zrandmember", -2, RS, 1, 1, 1, "sortedset"),
+    spec!("sintercard", -3, RS, 0, 0, 0, "set"),
+    spec!("zintercard", -3, RS, 0, 0, 0, "sortedset"),
+    spec!("zmpop", -4, &["write", "movablekeys"], 0, 0, 0, "sortedset"),
+    spec!(
+        "bzmpop",
+        -5,
+        &["write", "noscript", "blocking", "movablekeys"],
+        0,
+        0,
+        0,
+        "sortedset"
+    ),
+    spec!(
+        "brpoplpush",
+        4,
+        &["write", "denyoom", "noscript", "blocking"],
+        1,
+        2,
+        1,
+        "list"
+    ),
+    spec!("zremrangebylex", 4, WS, 1, 1, 1, "sortedset"),
+    spec!("lcs", -3, RS, 1, 2, 1, "string"),
+    spec!("memory", -2, RS, 0, 0, 0, "server"),
+    spec!(
+        "latency",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        "server"
+    ),
+    spec!(
+        "sort",
+        -2,
+        &["write", "denyoom", "movablekeys"],
+        1,
+        1,
+        1,
+        "list"
+    ),
+    spec!("sort_ro", -2, &["readonly", "movablekeys"], 1, 1, 1, "list"),
+    spec!("geoadd", -5, &["write", "denyoom"], 1, 1, 1, "geo"),
+    spec!("geopos", -2, RS, 1, 1, 1, "geo"),
+    spec!("geodist", -4, RS, 1, 1, 1, "geo"),
+    spec!("geohash", -2, RS, 1, 1, 1, "geo"),
+    spec!(
+        "georadius",
+        -6,
+        &["write", "denyoom", "movablekeys"],
+        1,
+        1,
+        1,
+        "geo"
+    ),
+    spec!("georadius_ro", -6, RS, 1, 1, 1, "geo"),
+    spec!(
+        "georadiusbymember",
+        -5,
+        &["write", "denyoom", "movablekeys"],
+        1,
+        1,
+        1,
+        "geo"
+    ),
+    spec!("georadiusbymember_ro", -5, RS, 1, 1, 1, "geo"),
+    spec!("geosearch", -7, RS, 1, 1, 1, "geo"),
+    spec!("geosearchstore", -8, &["write", "denyoom"], 1, 2, 1, "geo"),
+    spec!("restore", -4, &["write", "denyoom"], 1, 1, 1, "keyspace"),
     spec!("object", -2, RS, 2, 2, 1, "keyspace"),
     spec!("bitfield", -2, &["write", "denyoom"], 1, 1, 1, "bitmap"),
     spec!("bitfield_ro", -2, R, 1, 1, 1, "bitmap"),
@@ -400,11 +545,27 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 /// with `numkeys`, by that count).
 pub fn keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
     let numkeys_at = match spec.name {
-        "lmpop" | "zunion" | "zinter" | "zdiff" => Some(1),
-        "blmpop" | "zunionstore" | "zinterstore" | "zdiffstore" | "eval" | "evalsha"
-        | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => Some(2),
+        "lmpop" | "zunion" | "zinter" | "zdiff" | "sintercard" | "zintercard" | "zmpop" => Some(1),
+        "blmpop" | "zunionstore" | "zinterstore" | "zdiffstore" | "bzmpop" | "eval"
+        | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => Some(2),
         _ => None,
     };
+    if spec.name == "memory" {
+        // MEMORY USAGE key.
+        return match (args.get(1), args.get(2)) {
+            (Some(sub), Some(key)) if sub.eq_ignore_ascii_case(b"usage") => vec![key.as_slice()],
+            _ => Vec::new(),
+        };
+    }
+    if spec.name == "sort" {
+        // The sorted key, and the destination of the last STORE.
+        let mut out: Vec<&[u8]> = args.get(1).map(|key| key.as_slice()).into_iter().collect();
+        let store = (2..args.len().saturating_sub(1))
+            .rev()
+            .find(|&at| args[at].eq_ignore_ascii_case(b"store"));
+        out.extend(store.map(|at| args[at + 1].as_slice()));
+        return out;
+    }
     if let Some(at) = numkeys_at {
         let mut out: Vec<&[u8]> = Vec::new();
         if spec.name.ends_with("store") {

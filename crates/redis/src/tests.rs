@@ -348,6 +348,8 @@ fn hostile_arguments_get_one_reply_each_and_never_panic() {
                     | "unsubscribe"
                     | "psubscribe"
                     | "punsubscribe"
+                    | "ssubscribe"
+                    | "sunsubscribe"
             )
         })
         .collect();

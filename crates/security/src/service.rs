@@ -179,6 +179,17 @@ pub struct Counters {
 /// A failed admin command: the result code and why (for the log).
 type Fail = (ResultCode, &'static str);
 
+/// How a LOGIN proves who it is.
+enum Login<'a> {
+    /// USER and CREDENTIAL (the client's password hash).
+    Password { user: &'a str, credential: &'a [u8] },
+    /// No fields (PKI): the user the connection's client certificate
+    /// names, if it presented one.
+    Certificate(Option<&'a str>),
+    /// Some but not all of USER and CREDENTIAL.
+    Incomplete(Option<&'a str>),
+}
+
 /// A secured node's access control.
 pub struct Security {
     config: SecurityConfig,
@@ -349,6 +360,20 @@ impl Security {
         body: &[u8],
         out: &mut Vec<u8>,
     ) -> Vec<Entry> {
+        self.admin_from(session, client, None, body, out)
+    }
+
+    /// [`Security::admin`] on a connection whose client presented a
+    /// certificate (mutual TLS) naming `certificate_user` (its subject's
+    /// common name): a LOGIN without fields (PKI) logs in as that user.
+    pub fn admin_from(
+        &self,
+        session: &mut Option<Arc<Session>>,
+        client: SocketAddr,
+        certificate_user: Option<&str>,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Vec<Entry> {
         self.counters.admin_commands.fetch_add(1, Relaxed);
         // A connection without a session may only log in: anything else
         // is refused before its fields are read, so no other command's
@@ -384,7 +409,12 @@ impl Security {
             AdminRequest::Login {
                 user, credential, ..
             } => {
-                self.login(session, client, user, credential, out);
+                let how = match (user, credential) {
+                    (Some(user), Some(credential)) => Login::Password { user, credential },
+                    (None, None) => Login::Certificate(certificate_user),
+                    _ => Login::Incomplete(user),
+                };
+                self.login(session, client, how, out);
                 Vec::new()
             }
             AdminRequest::Authenticate {
@@ -491,19 +521,26 @@ impl Security {
         &self,
         session: &mut Option<Arc<Session>>,
         client: SocketAddr,
-        user: Option<&str>,
-        credential: Option<&[u8]>,
+        how: Login<'_>,
         out: &mut Vec<u8>,
     ) {
-        let name = user.unwrap_or("");
-        let result = match (user, credential) {
-            (Some(user), Some(credential)) => self.check_password(client, user, credential),
-            // PKI login (no fields) needs mutual TLS, which this node does
-            // not offer yet.
-            _ => Err((
-                ResultCode::InvalidCredential,
-                "login without user and credential",
-            )),
+        let (name, action, result) = match how {
+            Login::Password { user, credential } => {
+                (user, "login", self.check_password(client, user, credential))
+            }
+            Login::Certificate(user) => (
+                user.unwrap_or(""),
+                "pki-login",
+                self.check_certificate_user(user),
+            ),
+            Login::Incomplete(user) => (
+                user.unwrap_or(""),
+                "login",
+                Err((
+                    ResultCode::InvalidCredential,
+                    "login without user and credential",
+                )),
+            ),
         };
         let result = result.and_then(|user| {
             let ttl = self.session_ttl_seconds();
@@ -524,14 +561,41 @@ impl Security {
                 *session = Some(new);
                 append_login(out, &token, ttl);
                 self.audit
-                    .log(Event::Authentication, name, Some(client), "login", "", 0);
+                    .log(Event::Authentication, name, Some(client), action, "", 0);
             }
             Err((code, reason)) => {
                 self.counters.login_failures.fetch_add(1, Relaxed);
                 append_result(out, code);
-                self.authentication_failed(name, client, "login", reason, code);
+                self.authentication_failed(name, client, action, reason, code);
             }
         }
+    }
+
+    /// PKI login: the user the client's certificate names (its subject's
+    /// common name), which must exist. Every user may log in this way,
+    /// those created without a password (`nopassword`) only this way. The
+    /// TLS handshake already checked the certificate (the listener's CA,
+    /// dates, `cert-blacklist`, `tls-authenticate-client`), so there is
+    /// no password to guess and no brake.
+    fn check_certificate_user(&self, user: Option<&str>) -> Result<User, Fail> {
+        let Some(name) = user else {
+            return Err((
+                ResultCode::InvalidCredential,
+                "certificate login without a client certificate (it needs mutual TLS: a TLS \
+                 port whose tls-authenticate-client is not false)",
+            ));
+        };
+        if name.is_empty() {
+            return Err((
+                ResultCode::InvalidCredential,
+                "certificate login with a client certificate without a common name",
+            ));
+        }
+        self.catalog
+            .read()
+            .user(name)
+            .cloned()
+            .ok_or((ResultCode::InvalidUser, "no user named by the certificate"))
     }
 
     /// Checks a password hash (the brake first), returning the user.

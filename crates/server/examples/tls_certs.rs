@@ -9,6 +9,7 @@
 //!  node-2.pem / node-2.key   a second node certificate for the same name
 //!  client.pem / client.key   a client: CN client-a
 //!  client-b.pem / .key       a client: CN client-b
+//!  client-c.pem / .key       a client: CN client-c (no such user, for PKI login)
 //!  revoked.pem / .key        a client: CN client-a, serial 0B01DE (for cert-blacklist)
 //!  expired.pem / .key        a node certificate for NODE-NAME that expired in 2021
 //!  expired-client.pem / .key a client certificate that expired in 2021
@@ -152,6 +153,11 @@ fn run(directory: &Path, node_name: &str) -> Result<(), String> {
         directory,
         "client-b",
         leaf(&ca, &client("client-b", false, None)).map_err(fail)?,
+    )?;
+    write_pair(
+        directory,
+        "client-c",
+        leaf(&ca, &client("client-c", false, None)).map_err(fail)?,
     )?;
     write_pair(
         directory,

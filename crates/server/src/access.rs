@@ -35,27 +35,39 @@ impl Secured {
 
     /// Answers one admin message body from `client` into `out`, updating
     /// the connection's `session`; shares what the command changed.
+    /// `certificate_user` is the user the client's certificate names (its
+    /// common name; mutual TLS only), whom a PKI LOGIN logs in as.
     /// Hashing passwords takes milliseconds: call it off the event loop
     /// unless [`Secured::is_quick`] says otherwise.
     pub fn admin(
         &self,
         session: &mut Option<Arc<Session>>,
         client: SocketAddr,
+        certificate_user: Option<&str>,
         body: &[u8],
         out: &mut Vec<u8>,
     ) {
-        for entry in self.security.admin(session, client, body, out) {
+        for entry in self
+            .security
+            .admin_from(session, client, certificate_user, body, out)
+        {
             (self.share)(&entry);
         }
     }
 
     /// Whether an admin message is answered without hashing a password:
-    /// an AUTHENTICATE with a session token (an HMAC check).
+    /// an AUTHENTICATE with a session token, or a PKI LOGIN (no fields),
+    /// each an HMAC.
     pub fn is_quick(body: &[u8]) -> bool {
         use bolide_wire::admin::AdminRequest;
         matches!(
             AdminRequest::decode(body),
-            Ok(AdminRequest::Authenticate { token: Some(_), .. })
+            Ok(AdminRequest::Authenticate { token: Some(_), .. }
+                | AdminRequest::Login {
+                    user: None,
+                    credential: None,
+                    ..
+                })
         )
     }
 

@@ -100,6 +100,9 @@ pub struct Config {
     pub redis_optional: bool,
     /// The namespace Redis keys live in (None: the first one).
     pub redis_namespace: Option<String>,
+    /// `network { redis { tls-port; tls-name; tls-address;
+    /// tls-authenticate-client } }`: a TLS listener for RESP clients.
+    pub redis_tls: Option<ServiceTls>,
     pub namespaces: Vec<NamespaceConfig>,
     /// `security { }`: access control on (None: off, as without the stanza).
     pub security: Option<bolide_security::SecurityConfig>,
@@ -173,6 +176,7 @@ impl Default for Config {
             redis_port: Some(DEFAULT_REDIS_PORT),
             redis_optional: true,
             redis_namespace: None,
+            redis_tls: None,
             namespaces: vec![NamespaceConfig::with_name("test")],
             security: None,
         }
@@ -535,7 +539,8 @@ impl Config {
     fn network(&mut self, items: &[Item<'_>]) -> Result<(), ConfigError> {
         // service { tls-port; tls-name; … }, checked once the whole network
         // context is read (the tls contexts may come after).
-        let mut service_tls = tls::ServiceDirectives::default();
+        let mut service_tls = tls::ServiceDirectives::new("service");
+        let mut redis_tls = tls::ServiceDirectives::new("redis");
         let mut fabric_tls = tls::ClusterDirectives::default();
         let mut heartbeat_tls = tls::ClusterDirectives::default();
         for item in items {
@@ -557,6 +562,9 @@ impl Config {
             }
             for directive in directives(items, head.name)? {
                 if head.name == "service" && service_tls.take(directive)? {
+                    continue;
+                }
+                if head.name == "redis" && redis_tls.take(directive)? {
                     continue;
                 }
                 if head.name == "fabric" && fabric_tls.take("fabric", directive)? {
@@ -656,6 +664,7 @@ impl Config {
             }
         }
         self.service_tls = service_tls.finish(&self.tls)?;
+        self.redis_tls = redis_tls.finish(&self.tls)?;
         self.fabric_tls = fabric_tls.finish("fabric", &self.tls)?;
         self.heartbeat_tls = heartbeat_tls.finish("heartbeat", &self.tls)?;
         if let Some(fabric) = &self.fabric_tls {
@@ -766,6 +775,16 @@ fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigEr
             }
             "migrate-sleep" => config.migrate_sleep_us = directive.number()?,
             "strong-consistency" => config.strong_consistency = directive.boolean()?,
+            "rack-id" => {
+                let rack: u32 = directive.number()?;
+                if rack > bolide_cluster::sc::RACK_ID_MAX {
+                    return Err(directive.error(format!(
+                        "rack-id must be 0 to {}",
+                        bolide_cluster::sc::RACK_ID_MAX
+                    )));
+                }
+                config.rack_id = rack;
+            }
             "strong-consistency-allow-expunge" => {
                 config.strong_consistency_allow_expunge = directive.boolean()?
             }
@@ -1078,6 +1097,25 @@ namespace legacy {
             (error.line, error.directive.as_str()),
             (2, "write-commit-level-override")
         );
+    }
+
+    #[test]
+    fn rack_id_takes_0_to_a_million() {
+        let config = Config::parse("namespace test {\n    rack-id 1000000\n}\n").expect("valid");
+        assert_eq!(config.namespaces[0].rack_id, 1_000_000);
+        let config =
+            Config::parse("namespace test {\n    replication-factor 2\n}\n").expect("valid");
+        assert_eq!(config.namespaces[0].rack_id, 0);
+        for bad in ["1000001", "-1", "east", "1 2"] {
+            let text =
+                format!("namespace test {{\n    replication-factor 2\n    rack-id {bad}\n}}\n");
+            let error = Config::parse(&text).expect_err(bad);
+            assert_eq!(
+                (error.line, error.directive.as_str()),
+                (3, "rack-id"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -117,6 +117,9 @@ pub struct Session<'c> {
     pub peer: Option<SocketAddr>,
     /// On a secured node: the user this connection logged in as.
     pub login: Option<Arc<bolide_security::Session>>,
+    /// The user the client's TLS certificate names (its common name), for
+    /// PKI login: None on a plain connection or without a certificate.
+    pub certificate_user: Option<Arc<str>>,
 }
 
 impl<'c> Session<'c> {
@@ -132,6 +135,7 @@ impl<'c> Session<'c> {
             caller,
             peer: None,
             login: None,
+            certificate_user: None,
         }
     }
 }
@@ -166,7 +170,18 @@ pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Op
             .tls_connections_opened
             .fetch_add(1, Relaxed);
     }
-    let reason = run(&context, &mut connection, local, peer, caller).await;
+    let certificate_user = connection
+        .peer_certificate()
+        .and_then(crate::net::tls::certificate_user)
+        .map(Arc::from);
+    let reason = run(
+        &context,
+        &mut connection,
+        Endpoints { local, peer },
+        caller,
+        certificate_user,
+    )
+    .await;
     if tls {
         context
             .counters
@@ -192,15 +207,22 @@ pub async fn serve(context: Arc<Context>, stream: tokio::net::TcpStream, tls: Op
     context.counters.connections_closed.fetch_add(1, Relaxed);
 }
 
+/// A connection's two addresses.
+struct Endpoints {
+    local: SocketAddr,
+    peer: Option<SocketAddr>,
+}
+
 async fn run(
     context: &Context,
     connection: &mut Connection,
-    local: SocketAddr,
-    peer: Option<SocketAddr>,
+    endpoints: Endpoints,
     caller: Caller,
+    certificate_user: Option<Arc<str>>,
 ) -> Close {
-    let mut session = Session::new(context, local, caller);
-    session.peer = peer;
+    let mut session = Session::new(context, endpoints.local, caller);
+    session.peer = endpoints.peer;
+    session.certificate_user = certificate_user;
     loop {
         let step = answer_buffered(context, &mut session);
         let Session {
@@ -213,6 +235,7 @@ async fn run(
             caller,
             peer,
             login,
+            certificate_user,
             ..
         } = &mut session;
         // Each runs as a task of this event loop (all at once); the
@@ -281,7 +304,11 @@ async fn run(
                 let Some(secured) = &context.secured else {
                     continue;
                 };
-                let answer = admin_off_loop(secured, login, caller, *peer, body).await;
+                let who = Who {
+                    peer: *peer,
+                    certificate_user: certificate_user.clone(),
+                };
+                let answer = admin_off_loop(secured, login, caller, who, body).await;
                 if let Err(error) = connection.write_all(&answer).await {
                     return Close::Io(error);
                 }
@@ -338,6 +365,7 @@ pub fn answer_buffered(context: &Context, session: &mut Session<'_>) -> Step {
             caller,
             peer,
             login,
+            certificate_user,
         } = &mut *session;
         let body = input
             .data()
@@ -347,7 +375,13 @@ pub fn answer_buffered(context: &Context, session: &mut Session<'_>) -> Step {
             context.counters.admin_requests.fetch_add(1, Relaxed);
             if Secured::is_quick(body) {
                 let before = login.clone();
-                secured.admin(login, client_address(*peer), body, output);
+                secured.admin(
+                    login,
+                    client_address(*peer),
+                    certificate_user.as_deref(),
+                    body,
+                    output,
+                );
                 if !same_login(&before, login) {
                     *caller = secured.caller(*peer, login.as_ref());
                 }
@@ -530,6 +564,13 @@ fn same_login(
     }
 }
 
+/// Who sent an admin message: the client's address and the user its TLS
+/// certificate names.
+struct Who {
+    peer: Option<SocketAddr>,
+    certificate_user: Option<Arc<str>>,
+}
+
 /// Answers an admin message that hashes a password (LOGIN, a password
 /// AUTHENTICATE, the commands that set passwords) on the blocking pool,
 /// so the event loop serves its other connections meanwhile (PBKDF2 takes
@@ -539,16 +580,23 @@ async fn admin_off_loop(
     secured: &Arc<Secured>,
     login: &mut Option<Arc<bolide_security::Session>>,
     caller: &mut Caller,
-    peer: Option<SocketAddr>,
+    who: Who,
     body: Vec<u8>,
 ) -> Vec<u8> {
     let before = login.clone();
+    let peer = who.peer;
     let work = {
         let secured = Arc::clone(secured);
         let mut after = before.clone();
         move || {
             let mut out = Vec::new();
-            secured.admin(&mut after, client_address(peer), &body, &mut out);
+            secured.admin(
+                &mut after,
+                client_address(who.peer),
+                who.certificate_user.as_deref(),
+                &body,
+                &mut out,
+            );
             (after, out)
         }
     };
@@ -700,6 +748,6 @@ fn inflate(body: &[u8]) -> Option<Vec<u8>> {
 /// A TLS record holding a ClientHello: content type 22 (handshake), major
 /// version 3, handshake type 1 (as Aerospike recognises one on a clear
 /// port).
-fn is_tls_client_hello(bytes: &[u8]) -> bool {
+pub(crate) fn is_tls_client_hello(bytes: &[u8]) -> bool {
     matches!(bytes, [22, 3, _, _, _, 1, ..])
 }

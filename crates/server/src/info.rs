@@ -157,7 +157,7 @@ fn check(
         "query-abort" | "scan-abort" | "query-abort-all" | "scan-abort-all" => {
             Permission::QueryAdmin
         }
-        "recluster" | "services-alumni-reset" => Permission::ServiceCtrl,
+        "recluster" | "roster-set" | "revive" | "services-alumni-reset" => Permission::ServiceCtrl,
         "set-config" | "config-set" => Permission::SetConfig,
         _ => return Ok(()),
     };
@@ -243,22 +243,8 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "replicas-all" => cluster::info::replicas(&node.cluster, command, false, true),
         "replicas-master" => cluster::info::replicas(&node.cluster, command, false, false),
         "replicas-max" => cluster::info::replicas_max(&node.cluster),
-        "rack-ids" => node
-            .cluster
-            .store
-            .namespaces()
-            .iter()
-            .map(|ns| format!("{}:0", ns.name()))
-            .collect::<Vec<_>>()
-            .join(";"),
-        "racks" => node
-            .cluster
-            .store
-            .namespaces()
-            .iter()
-            .map(|ns| format!("ns={}:rack_0={}", ns.name(), node.name()))
-            .collect::<Vec<_>>()
-            .join(";"),
+        "rack-ids" => cluster::info::rack_ids(&node.cluster),
+        "racks" => cluster::info::racks(&node.cluster, command),
         "user-agent-set" => "ok".to_owned(),
         "user-agents" => String::new(),
         "cluster-stable" => cluster::info::cluster_stable(&node.cluster, command),
@@ -298,6 +284,12 @@ fn value(node: &Info, command: &InfoCommand<'_>, local: SocketAddr) -> String {
         "get-config" | "config-get" => get_config(node, command),
         "set-config" | "config-set" if command.param("context") == Some("security") => {
             security_set_config(node, command)
+        }
+        "set-config" | "config-set"
+            if command.param("context") == Some("namespace")
+                && command.param("rack-id").is_some() =>
+        {
+            cluster::info::set_rack_id(&node.cluster, command)
         }
         "set-config" | "config-set" => crate::info_config::set_config(&node.cluster.store, command),
         "truncate" => truncate(node, command, false),
@@ -434,7 +426,6 @@ fn tls_service_address(node: &Info, local: SocketAddr) -> String {
 /// The service's TLS settings in `get-config:context=network`, as
 /// Aerospike lists them: one `service.tls-authenticate-client` per value.
 fn network_tls(text: &mut String, config: &crate::config::Config, tls: &crate::config::ServiceTls) {
-    use crate::config::ClientAuth;
     let _ = write!(
         text,
         ";service.tls-address={};service.tls-port={};service.tls-access-address={};\
@@ -445,12 +436,39 @@ fn network_tls(text: &mut String, config: &crate::config::Config, tls: &crate::c
         tls.access_port.unwrap_or(0),
         tls.name
     );
-    match &tls.authenticate_client {
-        ClientAuth::Off => text.push_str(";service.tls-authenticate-client=false"),
-        ClientAuth::Any => text.push_str(";service.tls-authenticate-client=any"),
+    authenticate_client(text, "service", &tls.authenticate_client);
+}
+
+/// The Redis port's TLS listener in `get-config:context=network`, in the
+/// service's form (`redis.tls-port`, …).
+fn network_redis_tls(
+    text: &mut String,
+    config: &crate::config::Config,
+    tls: &crate::config::ServiceTls,
+) {
+    let _ = write!(
+        text,
+        ";redis.tls-address={};redis.tls-port={};redis.tls-name={}",
+        tls.address.unwrap_or(config.redis_address),
+        tls.port,
+        tls.name
+    );
+    authenticate_client(text, "redis", &tls.authenticate_client);
+}
+
+/// `<prefix>.tls-authenticate-client`, once per value.
+fn authenticate_client(text: &mut String, prefix: &str, auth: &crate::config::ClientAuth) {
+    use crate::config::ClientAuth;
+    match auth {
+        ClientAuth::Off => {
+            let _ = write!(text, ";{prefix}.tls-authenticate-client=false");
+        }
+        ClientAuth::Any => {
+            let _ = write!(text, ";{prefix}.tls-authenticate-client=any");
+        }
         ClientAuth::Names(names) => {
             for name in names {
-                let _ = write!(text, ";service.tls-authenticate-client={name}");
+                let _ = write!(text, ";{prefix}.tls-authenticate-client={name}");
             }
         }
     }
@@ -782,6 +800,9 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
             if let Some(tls) = &config.service_tls {
                 network_tls(&mut text, config, tls);
             }
+            if let Some(tls) = &config.redis_tls {
+                network_redis_tls(&mut text, config, tls);
+            }
             for (which, tls) in [
                 ("heartbeat", &config.heartbeat_tls),
                 ("fabric", &config.fabric_tls),
@@ -801,14 +822,15 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                 .param("namespace")
                 .or_else(|| command.param("id"))
                 .unwrap_or("");
-            match node.cluster.store.namespace(name.as_bytes()) {
-                Some(namespace) => {
+            match node.cluster.store.namespace_index(name.as_bytes()) {
+                Some((index, namespace)) => {
                     let c = &namespace.config;
                     format!(
                         "replication-factor={};default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
                          max-record-size={};storage-engine=memory;storage-engine.data-size={};\
                          storage-engine.stop-writes-used-pct={};storage-engine.evict-used-pct={};\
-                         evict-tenths-pct={};strong-consistency={};strong-consistency-allow-expunge={}",
+                         evict-tenths-pct={};strong-consistency={};strong-consistency-allow-expunge={};\
+                         rack-id={}",
                         c.replication_factor,
                         c.default_ttl_seconds,
                         c.nsup_period_seconds,
@@ -819,7 +841,8 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                         c.evict_used_percent,
                         c.evict_tenths_percent,
                         c.strong_consistency,
-                        c.strong_consistency_allow_expunge
+                        c.strong_consistency_allow_expunge,
+                        node.service().rack_id(index)
                     ) + &crate::info_config::compression_config(namespace)
                 }
                 None => "ERROR:20:namespace not found".to_owned(),

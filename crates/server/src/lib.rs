@@ -30,7 +30,7 @@ pub mod supervisor;
 pub mod system;
 
 use crate::config::Config;
-use crate::net::tls::ServerTls;
+use crate::net::tls::{NodeTls, Refreshed, ServerTls};
 use crate::node::Node;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::Ordering::Relaxed;
@@ -68,18 +68,30 @@ pub fn run(config: Config) -> Result<(), String> {
             tls: None,
         });
     }
-    // Every listener's TLS context is read again each tls-refresh-period.
-    let mut refreshed: Vec<ServerTls> = [
+    // Every TLS context is read again each tls-refresh-period: the
+    // listeners' and, between nodes, the dialling side's too.
+    let mut refreshed: Vec<Refreshed> = [
         &node.cluster.cluster.fabric_tls,
         &node.cluster.cluster.heartbeat_tls,
     ]
     .into_iter()
-    .filter_map(|tls| tls.get().map(|tls| tls.server.clone()))
+    .filter_map(std::sync::OnceLock::get)
+    .flat_map(NodeTls::refreshed)
     .collect();
     if let Some(service_tls) = &config.service_tls {
-        let listener = tls_listener(&config, service_tls)?;
-        refreshed.extend(listener.tls.clone());
+        let listener = tls_listener(&config, service_tls, config.service_address)?;
+        refreshed.extend(listener.tls.clone().map(Refreshed::Listener));
         listeners.push(listener);
+    }
+    let mut redis_listeners: Vec<Listener> = redis_listener(&config)?
+        .map(|socket| Listener { socket, tls: None })
+        .into_iter()
+        .collect();
+    if let Some(redis_tls) = &config.redis_tls {
+        let listener = tls_listener(&config, redis_tls, config.redis_address)
+            .map_err(|error| format!("network redis: {error}"))?;
+        refreshed.extend(listener.tls.clone().map(Refreshed::Listener));
+        redis_listeners.push(listener);
     }
     if !refreshed.is_empty() {
         start_tls_refresh(
@@ -88,7 +100,6 @@ pub fn run(config: Config) -> Result<(), String> {
             Arc::clone(&node.counters),
         )?;
     }
-    let redis_listener = redis_listener(&config)?;
     let redis_shared = Arc::new(bolide_redis::Shared::new(
         config
             .redis_namespace
@@ -187,7 +198,7 @@ pub fn run(config: Config) -> Result<(), String> {
         &node,
         listeners,
         fabric_listener,
-        redis_listener,
+        redis_listeners,
         Arc::clone(&redis_shared),
         loops,
         signals,
@@ -228,9 +239,14 @@ struct Listener {
     tls: Option<ServerTls>,
 }
 
-/// The service's TLS listener: its certificate, key and CA are read now,
-/// so a bad file stops the node with a message naming it.
-fn tls_listener(config: &Config, service_tls: &config::ServiceTls) -> Result<Listener, String> {
+/// A TLS listener (the service's or the Redis port's): its certificate,
+/// key and CA are read now, so a bad file stops the node with a message
+/// naming it. It listens on `tls-address`, else on `default_address`.
+fn tls_listener(
+    config: &Config,
+    service_tls: &config::ServiceTls,
+    default_address: std::net::IpAddr,
+) -> Result<Listener, String> {
     let spec = config
         .tls
         .iter()
@@ -238,7 +254,7 @@ fn tls_listener(config: &Config, service_tls: &config::ServiceTls) -> Result<Lis
         .ok_or_else(|| format!("tls-name {}: no such tls context", service_tls.name))?;
     let tls = ServerTls::new(spec, &service_tls.authenticate_client)
         .map_err(|error| format!("tls {}: {error}", spec.name))?;
-    let address = service_tls.address.unwrap_or(config.service_address);
+    let address = service_tls.address.unwrap_or(default_address);
     Ok(Listener {
         socket: net::bind(SocketAddr::new(address, service_tls.port))?,
         tls: Some(tls),
@@ -247,10 +263,10 @@ fn tls_listener(config: &Config, service_tls: &config::ServiceTls) -> Result<Lis
 
 /// Reads the TLS contexts' files again every `period_seconds`
 /// (`tls-refresh-period`): changed certificates, keys, CAs and blacklists
-/// apply to the connections accepted next; a failed read keeps the context
-/// in force and is logged and counted.
+/// apply to the connections accepted or dialled next; a failed read keeps
+/// the context in force and is logged and counted.
 fn start_tls_refresh(
-    contexts: Vec<ServerTls>,
+    contexts: Vec<Refreshed>,
     period_seconds: u32,
     counters: Arc<counters::NodeCounters>,
 ) -> Result<(), String> {
@@ -263,14 +279,18 @@ fn start_tls_refresh(
                 match tls.reload() {
                     Ok(true) => {
                         counters.tls_certificate_reloads.fetch_add(1, Relaxed);
-                        tracing::info!(tls = tls.name(), "TLS: certificates reloaded");
+                        tracing::info!(
+                            tls = tls.name(),
+                            side = tls.side(),
+                            "TLS: certificates reloaded"
+                        );
                     }
                     Ok(false) => {}
                     Err(error) => {
                         counters
                             .tls_certificate_reload_failures
                             .fetch_add(1, Relaxed);
-                        tracing::error!(tls = tls.name(), %error, "TLS: cannot reload, keeping the certificates in force");
+                        tracing::error!(tls = tls.name(), side = tls.side(), %error, "TLS: cannot reload, keeping the certificates in force");
                     }
                 }
             }
@@ -301,8 +321,9 @@ fn redis_listener(config: &Config) -> Result<Option<TcpListener>, String> {
 
 /// A connection handed to an event loop.
 enum Incoming {
-    /// A Redis client's socket and its `CLIENT ID`, taken in accept order.
-    Redis(std::net::TcpStream, u64),
+    /// A Redis client's socket, its `CLIENT ID` (taken in accept order)
+    /// and its listener's TLS context.
+    Redis(std::net::TcpStream, u64, Option<ServerTls>),
     /// A client's socket, and its listener's TLS context.
     Client(std::net::TcpStream, Option<ServerTls>),
     Fabric(std::net::TcpStream),
@@ -312,21 +333,24 @@ async fn accept(
     node: &Node,
     listeners: Vec<Listener>,
     fabric_listener: Option<TcpListener>,
-    redis_listener: Option<TcpListener>,
+    redis_listeners: Vec<Listener>,
     redis_shared: Arc<bolide_redis::Shared>,
     loops: Vec<mpsc::UnboundedSender<Incoming>>,
     mut signals: Signals,
 ) -> Result<(), String> {
-    if let Some(redis_listener) = redis_listener {
-        let address = redis_listener
-            .local_addr()
-            .map_err(|error| error.to_string())?;
+    for Listener { socket, tls } in redis_listeners {
+        let address = socket.local_addr().map_err(|error| error.to_string())?;
         let listener =
-            tokio::net::TcpListener::from_std(redis_listener).map_err(|error| error.to_string())?;
-        tracing::info!(%address, "listening (redis)");
+            tokio::net::TcpListener::from_std(socket).map_err(|error| error.to_string())?;
+        if tls.is_some() {
+            tracing::info!(%address, "listening (redis, TLS)");
+        } else {
+            tracing::info!(%address, "listening (redis)");
+        }
         let loops = loops.clone();
         let counters = Arc::clone(&node.counters);
         let limit = node.config.proto_fd_max as u64;
+        let redis_shared = Arc::clone(&redis_shared);
         tokio::spawn(async move {
             let mut next = 0usize;
             loop {
@@ -342,7 +366,7 @@ async fn accept(
                         };
                         let id = redis_shared.take_client_id();
                         if let Some(sender) = loops.get(next % loops.len()) {
-                            let _ = sender.send(Incoming::Redis(stream, id));
+                            let _ = sender.send(Incoming::Redis(stream, id, tls.clone()));
                         }
                         next = next.wrapping_add(1);
                     }
@@ -479,14 +503,14 @@ fn event_loop(
                         tracing::warn!(%error, "cannot adopt connection");
                     }
                 },
-                Incoming::Redis(stream, id) => {
+                Incoming::Redis(stream, id, tls) => {
                     if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                        let _ = stream.set_nodelay(true);
                         tokio::task::spawn_local(redis::serve(
                             Arc::clone(&connections),
                             Arc::clone(&redis),
                             stream,
                             id,
+                            tls,
                         ));
                     }
                 }

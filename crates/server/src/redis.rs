@@ -5,7 +5,7 @@
 //! (commit-to-device), is answered once that is done.
 
 use crate::connection::Context;
-use crate::net::Connection;
+use crate::net::{tls::ServerTls, Connection};
 use bolide_cluster::Routing;
 use bolide_redis::cluster::{ClusterMap, ClusterNode, NOBODY};
 use bolide_redis::{Records, Session, Shared, Step};
@@ -257,27 +257,43 @@ fn build_map(context: &Context, routing: &Routing, namespace: &str) -> ClusterMa
 }
 
 /// Serves one Redis connection until the client leaves or sends a
-/// malformed request.
+/// malformed request; from a TLS listener (`tls`), after the handshake.
 pub async fn serve(
     context: Arc<Context>,
     shared: Arc<Shared>,
     stream: tokio::net::TcpStream,
     id: u64,
+    tls: Option<ServerTls>,
 ) {
     context.counters.connections_opened.fetch_add(1, Relaxed);
-    run(&context, shared, stream, id).await;
+    let peer = stream.peer_addr().ok();
+    match Connection::accept(stream, tls.as_ref()).await {
+        Ok(connection) if connection.is_tls() => {
+            let counters = &context.counters;
+            counters.tls_connections_opened.fetch_add(1, Relaxed);
+            run(&context, shared, connection, id).await;
+            counters.tls_connections_closed.fetch_add(1, Relaxed);
+        }
+        Ok(connection) => run(&context, shared, connection, id).await,
+        Err(error) => {
+            context
+                .counters
+                .tls_handshake_failures
+                .fetch_add(1, Relaxed);
+            tracing::debug!(?peer, %error, "redis: closing connection: TLS handshake failed");
+        }
+    }
     context.counters.connections_closed.fetch_add(1, Relaxed);
 }
 
-async fn run(context: &Arc<Context>, shared: Arc<Shared>, stream: tokio::net::TcpStream, id: u64) {
-    let peer = stream.peer_addr().ok();
-    let local = stream.local_addr().ok();
+async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connection, id: u64) {
+    let peer = connection.peer_addr().ok();
+    let local = connection.local_addr().ok();
     let show =
         |address: Option<std::net::SocketAddr>| address.map_or(String::new(), |a| a.to_string());
     let mut session = Session::with_id(Arc::clone(&shared), id, show(peer), show(local));
     let waker = Arc::new(Waker(tokio::sync::Notify::new()));
     session.set_wake(Arc::clone(&waker) as Arc<dyn bolide_redis::pubsub::Wake>);
-    let mut connection = Connection::plain(stream);
     let mut caller = match &context.secured {
         Some(secured) => secured.caller(peer, None),
         None => Caller::client(peer),
@@ -286,7 +302,21 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, stream: tokio::net::Tc
     let mut scratch = Scratch::default();
     let mut input: Vec<u8> = Vec::with_capacity(READ_BYTES);
     let mut output: Vec<u8> = Vec::with_capacity(READ_BYTES);
+    // A client configured for TLS that reached the plain port: its
+    // ClientHello is no command, and it would wait for an answer that
+    // never comes. Closed at once, as the Aerospike port does.
+    let mut first_bytes_checked = connection.is_tls();
     loop {
+        if !first_bytes_checked && !input.is_empty() {
+            first_bytes_checked = true;
+            if crate::connection::is_tls_client_hello(&input) {
+                tracing::info!(
+                    ?peer,
+                    "redis: ignoring TLS connection: a TLS ClientHello on the plain port"
+                );
+                return;
+            }
+        }
         let mut backend = Backend {
             context: context.as_ref(),
             shared: &shared,
@@ -335,8 +365,9 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, stream: tokio::net::Tc
             }
         }
         match step {
-            Step::Read if session.is_subscribed() => {
-                // A subscriber also wakes for published messages.
+            Step::Read => {
+                // A subscriber also wakes for published messages, and any
+                // connection when CLIENT KILL closes it.
                 tokio::select! {
                     more = read_more(&mut connection, &mut input) => {
                         if !more {
@@ -346,18 +377,16 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, stream: tokio::net::Tc
                     () = waker.0.notified() => {}
                 }
             }
-            Step::Read => {
-                if !read_more(&mut connection, &mut input).await {
-                    return;
-                }
-            }
             Step::Flush => {}
             Step::Block(until) => {
-                // Wait for the retry time; a client that leaves meanwhile
-                // ends the wait (what it sends is kept for later).
+                // Wait for the retry time, or until a write serves the
+                // wait; a client that leaves meanwhile ends the wait (what
+                // it sends is kept for later).
                 let sleep = tokio::time::sleep_until(until.into());
                 tokio::select! {
                     () = sleep => {}
+                    // A write on another connection served the wait.
+                    () = waker.0.notified() => {}
                     more = read_more(&mut connection, &mut input) => {
                         if !more {
                             return;

@@ -1,5 +1,5 @@
 //! `bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N]
-//! [--sc] [--verbose]`: runs one seed (printing its trace with --verbose) or a
+//! [--sc] [--racks] [--verbose]`: runs one seed (printing its trace with --verbose) or a
 //! range of seeds, and exits non-zero at the first failure, printing the
 //! command that replays it.
 
@@ -12,11 +12,13 @@ fn main() -> ExitCode {
     let mut faults = 4usize;
     let mut verbose = false;
     let mut sc = false;
+    let mut racks = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--verbose" | "-v" => verbose = true,
             "--sc" => sc = true,
+            "--racks" => racks = true,
             "--seeds" => match args.next().and_then(|range| parse_range(&range)) {
                 Some(range) => seeds = range,
                 None => return usage("--seeds needs FIRST..LAST"),
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
             faults,
             verbose,
             sc,
+            racks,
         };
         match run(&options) {
             Ok(outcome) => {
@@ -65,7 +68,8 @@ fn main() -> ExitCode {
             Err(failure) => {
                 println!("{failure}");
                 let sc = if sc { " --sc" } else { "" };
-                println!("replay: cargo run --release -p bolide-sim -- {seed} --faults {faults}{sc} --verbose");
+                let racks = if racks { " --racks" } else { "" };
+                println!("replay: cargo run --release -p bolide-sim -- {seed} --faults {faults}{sc}{racks} --verbose");
                 return ExitCode::FAILURE;
             }
         }
@@ -89,7 +93,7 @@ fn parse_range(range: &str) -> Option<std::ops::Range<u64>> {
 
 fn usage(problem: &str) -> ExitCode {
     eprintln!(
-        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N] [--sc] [--verbose]"
+        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N] [--sc] [--racks] [--verbose]"
     );
     ExitCode::from(2)
 }

@@ -32,6 +32,10 @@ pub struct Options {
     /// reads are linearize reads, and every key's history is checked for
     /// linearizability at the end.
     pub sc: bool,
+    /// Nodes sit in two racks (node i on rack i % 2 + 1; SC: the roster
+    /// says so); every settled map must hold each partition's copies on
+    /// both racks whenever both have a member.
+    pub racks: bool,
 }
 
 /// A run that passed every check.
@@ -429,6 +433,7 @@ impl World {
                 strong_consistency: self.options.sc,
                 roster: self.roster.clone(),
                 regime: if self.options.sc { 1 } else { 0 },
+                rack_id: self.rack_of(index),
                 ..NamespaceConfig::ap("test", 2, self.conflict_policy)
             }],
         }
@@ -533,7 +538,12 @@ impl World {
         if self.options.sc {
             // The roster, as if staged and reclustered before: every
             // initial node saved it.
-            let nodes: Vec<String> = (0..initial).map(|i| format!("{:X}", node_id(i))).collect();
+            let nodes: Vec<String> = (0..initial)
+                .map(|i| match self.rack_of(i) {
+                    0 => format!("{:X}", node_id(i)),
+                    rack => format!("{:X}@{rack}", node_id(i)),
+                })
+                .collect();
             self.roster = Roster::parse(&nodes.join(",")).expect("roster of node ids");
         }
         for index in 0..initial {
@@ -775,7 +785,13 @@ impl World {
             self.run_for(100);
             if self.converged() {
                 self.log(format!("converged after {after}"));
-                return true;
+                if self.options.racks {
+                    // The claims of a migration that has just ended are
+                    // published at the node's next tick.
+                    self.run_for(2 * TICK_MS);
+                    self.check_racks();
+                }
+                return self.failure.is_none();
             }
         }
         let detail = self.convergence_report();
@@ -784,6 +800,62 @@ impl World {
             CONVERGE_LIMIT_MS / 1000
         ));
         false
+    }
+
+    /// Node `index`'s rack (0 without `--racks`).
+    fn rack_of(&self, index: usize) -> u32 {
+        if self.options.racks {
+            index as u32 % 2 + 1
+        } else {
+            0
+        }
+    }
+
+    /// (Racks) in a settled map each partition's copies sit on both racks
+    /// when both have a member; under SC only when the live nodes are
+    /// exactly the roster (otherwise stand-ins come from the roster first).
+    fn check_racks(&mut self) {
+        if !self.options.racks {
+            return;
+        }
+        let live: Vec<(NodeId, u32)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.up && !n.paused)
+            .map(|(index, n)| (n.id, self.rack_of(index)))
+            .collect();
+        let racks: BTreeSet<u32> = live.iter().map(|&(_, rack)| rack).collect();
+        let roster: BTreeSet<NodeId> = self.roster.nodes().into_iter().collect();
+        let members: BTreeSet<NodeId> = live.iter().map(|&(node, _)| node).collect();
+        if racks.len() < 2 || (self.options.sc && members != roster) {
+            return;
+        }
+        let columns = self
+            .nodes
+            .iter()
+            .find(|n| n.up && !n.paused)
+            .map_or(0, |n| n.routing.namespaces[0].n_replicas);
+        for pid in 0..PARTITION_COUNT {
+            let mut held = BTreeSet::new();
+            for node in self.live() {
+                let ns = &node.routing.namespaces[0];
+                for column in ns.claims.iter().take(columns) {
+                    if column[pid >> 3] & (0x80 >> (pid & 7)) != 0 {
+                        let rack = live
+                            .iter()
+                            .find(|&&(id, _)| id == node.id)
+                            .map_or(0, |&(_, r)| r);
+                        held.insert(rack);
+                    }
+                }
+            }
+            if held.len() < columns.min(racks.len()) {
+                let message = format!("pid {pid}: its {columns} copies sit on racks {held:?} only");
+                self.fail(message);
+                return;
+            }
+        }
     }
 
     fn live(&self) -> impl Iterator<Item = &SimNode> {

@@ -23,6 +23,7 @@ fn run_block(block: u64) {
             faults: 3,
             verbose: false,
             sc: false,
+            racks: false,
         })
         .unwrap_or_else(|failure| {
             panic!("{failure}\nreplay: cargo run --release -p bolide-sim -- {seed} --faults 3 --verbose")
@@ -65,6 +66,7 @@ fn a_seed_replays_exactly() {
         faults: 2,
         verbose: false,
         sc: false,
+        racks: false,
     };
     let first = run(&options).unwrap_or_else(|failure| panic!("{failure}"));
     let second = run(&options).unwrap_or_else(|failure| panic!("{failure}"));
@@ -91,6 +93,7 @@ fn strong_consistency_histories_are_linearizable() {
             faults: 3,
             verbose: false,
             sc: true,
+            racks: false,
         })
         .unwrap_or_else(|failure| {
             panic!("{failure}\nreplay: cargo run --release -p bolide-sim -- {seed} --faults 3 --sc --verbose")
@@ -115,6 +118,41 @@ fn a_read_in_doubt_write_survives_its_masters_loss() {
         faults: 4,
         verbose: false,
         sc: true,
+        racks: false,
     })
     .unwrap_or_else(|failure| panic!("seed 139: {failure}"));
+}
+
+/// Racks (`--racks`: nodes alternate between two racks, the SC roster
+/// says so): the same faults, and every settled map holds each
+/// partition's two copies on both racks whenever both have a member
+/// (`SIM_RACK_SEEDS` AP seeds, 8 by default, and a quarter as many SC).
+#[test]
+fn racks_hold_copies_on_both_racks_through_faults() {
+    let count = std::env::var("SIM_RACK_SEEDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(8u64);
+    for (sc, seeds) in [
+        (false, 70_000..70_000 + count),
+        (true, 80_000..80_000 + count.div_ceil(4)),
+    ] {
+        for seed in seeds {
+            let outcome = run(&Options {
+                seed,
+                faults: 3,
+                verbose: false,
+                sc,
+                racks: true,
+            })
+            .unwrap_or_else(|failure| {
+                let sc = if sc { " --sc" } else { "" };
+                panic!("{failure}\nreplay: cargo run --release -p bolide-sim -- {seed} --faults 3{sc} --racks --verbose")
+            });
+            assert!(
+                outcome.acknowledged_writes > 0,
+                "seed {seed}: no load ran: {outcome}"
+            );
+        }
+    }
 }

@@ -67,6 +67,9 @@ pub struct NamespaceConfig {
     /// SC only: deletes that leave no tombstone are allowed
     /// (`strong-consistency-allow-expunge true`); else refused with 22.
     pub strong_consistency_allow_expunge: bool,
+    /// The node's rack for this namespace (`rack-id`, 0: none), as
+    /// configured at start; the cluster places replicas on distinct racks.
+    pub rack_id: u32,
 }
 
 impl NamespaceConfig {
@@ -91,6 +94,7 @@ impl NamespaceConfig {
             migrate_sleep_us: 1,
             strong_consistency: false,
             strong_consistency_allow_expunge: false,
+            rack_id: 0,
         }
     }
 }

@@ -15,13 +15,18 @@ use comfy_table::{Cell, CellAlignment};
 #[derive(Subcommand)]
 pub enum AclCommand {
     /// Create a user: `create-user NAME --roles read,sys-admin` (the
-    /// password is asked for unless given with --new-password).
+    /// password is asked for unless given with --new-password, or the
+    /// user is a PKI user: --pki).
     CreateUser {
         name: String,
         /// The user's new password (`--password` would be the global
         /// `-P`, the password of the -U user logging in).
         #[arg(id = "new_password", long = "new-password", value_name = "PASSWORD")]
         password: Option<String>,
+        /// A user without a password, who logs in only with a client
+        /// certificate naming it (PKI, over mutual TLS).
+        #[arg(long, conflicts_with = "new_password")]
+        pki: bool,
         /// Comma-separated roles.
         #[arg(long, value_delimiter = ',')]
         roles: Vec<String>,
@@ -183,9 +188,16 @@ async fn execute(client: &Client, policy: &AdminPolicy, command: AclCommand) -> 
         AclCommand::CreateUser {
             name,
             password: given,
+            pki,
             roles,
         } => {
-            let password = password(given, &format!("Password for {name}: "))?;
+            // The clients mark a user without a password by sending the
+            // hash of this word (Aerospike 8.1's PKI users).
+            let password = if pki {
+                "nopassword".to_owned()
+            } else {
+                password(given, &format!("Password for {name}: "))?
+            };
             let roles: Vec<&str> = roles.iter().map(String::as_str).collect();
             client
                 .create_user(policy, &name, &password, &roles)

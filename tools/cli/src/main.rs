@@ -4,7 +4,8 @@
 //! [namespace NS]`, `bolide asinfo CMD`; aql-style: `bolide sql` (a prompt
 //! with history and line editing) or `bolide sql -c "STATEMENT"`;
 //! asbackup/asrestore-style: `bolide backup`, `bolide restore` (`.asb`
-//! files, docs/backup.md).
+//! files, docs/backup.md); `bolide acl` (users and roles); `bolide roster
+//! show|set|recluster` (strong consistency, docs/strong-consistency.md).
 //!
 //! It talks to the nodes only through the Aerospike protocol (info requests
 //! through Bolide's wire crate, records through the official `aerospike`
@@ -21,6 +22,7 @@ mod backup;
 mod info;
 mod login;
 mod progress;
+mod roster;
 mod sql;
 mod tls;
 
@@ -116,6 +118,12 @@ enum Command {
     Acl {
         #[command(subcommand)]
         command: acl::AclCommand,
+    },
+    /// The roster of strong-consistency namespaces (as asadm's show
+    /// roster, manage roster stage and manage recluster).
+    Roster {
+        #[command(subcommand)]
+        command: roster::RosterCommand,
     },
 }
 
@@ -260,6 +268,7 @@ fn main() -> ExitCode {
         Command::Backup(arguments) => backup::backup(&target, *arguments),
         Command::Restore(arguments) => backup::restore(&target, arguments),
         Command::Acl { command } => acl::run(&target, command),
+        Command::Roster { command } => roster::run(&target, command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

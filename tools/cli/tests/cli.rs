@@ -718,6 +718,15 @@ fn acl_manages_users_and_roles_of_a_secured_node() {
     let output = server.bolide(&["-U", "carl", "-P", "carl-pw", "acl", "drop-user", "admin"]);
     assert!(!output.status.success());
     assert!(texts(&output).1.contains("81"), "{:?}", texts(&output));
+    // A PKI user has no password: the marker word is not one.
+    let output = admin(&["create-user", "dora", "--pki", "--roles", "app"]);
+    assert!(output.status.success(), "{:?}", texts(&output));
+    let output = server.bolide(&["-U", "dora", "-P", "nopassword", "acl", "show-users"]);
+    assert!(!output.status.success());
+    assert!(texts(&output).1.contains("62"), "{:?}", texts(&output));
+    let output = admin(&["set-password", "dora", "--new-password", "x"]);
+    assert!(!output.status.success());
+    assert!(texts(&output).1.contains("64"), "{:?}", texts(&output));
 }
 
 #[test]

@@ -203,6 +203,7 @@ async fn run(
                 Event::Recluster => {
                     machine.recluster(monotonic_ms());
                 }
+                Event::RackId { namespace, rack } => machine.set_rack_id(namespace, rack),
             },
         }
         // The routing goes out first: the migrations of a new map check

@@ -2,11 +2,13 @@
 //! what smart clients poll to learn the nodes (`peers-clear-std`,
 //! `peers-generation`, `services`) and the partition map
 //! (`partition-generation`, `replicas`), what tools ask
-//! (`cluster-stable`, `statistics`, `namespace/NS`).
+//! (`cluster-stable`, `statistics`, `namespace/NS`), and the racks
+//! (`rack-ids`, `racks:`, `set-config` of `rack-id`).
 
 use super::Context;
 use base64::Engine;
 use bolide_cluster::message::Endpoint;
+use bolide_cluster::node::{NamespaceRacks, Status};
 use bolide_wire::info::InfoCommand;
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
@@ -124,7 +126,20 @@ fn roster_of(node: &Context, index: usize, name: &str) -> String {
         observed.push(node.cluster.node_id);
     }
     observed.sort_unstable_by(|a, b| b.cmp(a));
-    let observed: Vec<String> = observed.iter().map(|n| format!("{n:X}")).collect();
+    // Each observed node with the rack it is configured with, as
+    // `roster-set` takes it (rack 0 has no suffix).
+    let racks = status.racks.get(index);
+    let observed: Vec<String> = observed
+        .iter()
+        .map(|&n| {
+            let rack = racks
+                .and_then(|racks| racks.observed.iter().find(|(node, _)| *node == n))
+                .map(|&(_, rack)| rack)
+                .or_else(|| (n == node.cluster.node_id).then(|| node.cluster.rack_id(index)))
+                .unwrap_or(0);
+            roster_entry(n, rack)
+        })
+        .collect();
     format!(
         "roster={active}:pending_roster={pending}:observed_nodes={}",
         observed.join(",")
@@ -190,6 +205,132 @@ pub fn revive(node: &Context, command: &InfoCommand<'_>) -> String {
         }
     }
     tracing::info!(target: "cluster", "revive: complete - issue 'recluster:' command");
+    "ok".to_owned()
+}
+
+/// A node as rosters and `observed_nodes` write it: `NODE` or
+/// `NODE@RACK` (rack 0 has no suffix).
+fn roster_entry(node: u64, rack: u32) -> String {
+    if rack == 0 {
+        format!("{node:X}")
+    } else {
+        format!("{node:X}@{rack}")
+    }
+}
+
+/// This node's racks for namespace `index`: from the cluster machine, or
+/// (no cluster thread, or before its first report) its configured one.
+fn racks_of(node: &Context, status: &Status, index: usize) -> NamespaceRacks {
+    status.racks.get(index).cloned().unwrap_or_else(|| {
+        let rack = node.cluster.rack_id(index);
+        NamespaceRacks {
+            configured: rack,
+            effective: rack,
+            members: vec![(node.cluster.node_id, rack)],
+            observed: vec![(node.cluster.node_id, rack)],
+        }
+    })
+}
+
+/// `rack-ids`: `NS:RACK;NS2:RACK`, the rack this node is placed by in
+/// every namespace (its rack in the map in force; SC: its roster rack).
+/// The clients' rack-aware replica policy reads it.
+pub fn rack_ids(node: &Context) -> String {
+    let status = node.cluster.status();
+    node.store
+        .namespaces()
+        .iter()
+        .enumerate()
+        .map(|(index, ns)| format!("{}:{}", ns.name(), racks_of(node, &status, index).effective))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// `racks:[namespace=NS]`: per namespace, the members of the map in force
+/// grouped by rack, `ns=NS:rack_R=NODE,NODE:rack_R2=...`, groups sorted
+/// by rack; an SC namespace with a roster adds its roster's groups
+/// (`roster_rack_R=...`). With `namespace=NS` the `ns=NS:` prefix is left
+/// out.
+pub fn racks(node: &Context, command: &InfoCommand<'_>) -> String {
+    let status = node.cluster.status();
+    let one = |index: usize| -> String {
+        let racks = racks_of(node, &status, index);
+        let mut text = groups("rack", &racks.members);
+        if let Some(sc) = status
+            .sc
+            .get(index)
+            .filter(|sc| sc.enabled && !sc.roster.is_empty())
+        {
+            let roster: Vec<(u64, u32)> =
+                sc.roster.entries.iter().map(|e| (e.node, e.rack)).collect();
+            text.push(':');
+            text.push_str(&groups("roster_rack", &roster));
+        }
+        text
+    };
+    if let Some(name) = command.param("namespace") {
+        return match node.store.namespace_index(name.as_bytes()) {
+            Some((index, _)) => one(index),
+            None => "ERROR:20:namespace not found".to_owned(),
+        };
+    }
+    node.store
+        .namespaces()
+        .iter()
+        .enumerate()
+        .map(|(index, ns)| format!("ns={}:{}", ns.name(), one(index)))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// `PREFIX_R=NODE,NODE:PREFIX_R2=...`, racks ascending, nodes descending.
+fn groups(prefix: &str, nodes: &[(u64, u32)]) -> String {
+    let mut by_rack: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for &(node, rack) in nodes {
+        by_rack.entry(rack).or_default().push(node);
+    }
+    by_rack
+        .into_iter()
+        .map(|(rack, mut nodes)| {
+            nodes.sort_unstable_by(|a, b| b.cmp(a));
+            let nodes: Vec<String> = nodes.iter().map(|n| format!("{n:X}")).collect();
+            format!("{prefix}_{rack}={}", nodes.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// `set-config:context=namespace;id=NS;rack-id=N`: this node's rack for
+/// the namespace from now on. As in Aerospike it is used from the next
+/// rebalance: `recluster:` (or any change of the cluster). Not kept across
+/// a restart: change the config file too.
+pub fn set_rack_id(node: &Context, command: &InfoCommand<'_>) -> String {
+    let Some(name) = command.param("id").or_else(|| command.param("namespace")) else {
+        return "ERROR:4:id (the namespace) is required".to_owned();
+    };
+    let Some((index, _)) = node.store.namespace_index(name.as_bytes()) else {
+        return "ERROR:20:namespace not found".to_owned();
+    };
+    let others = [
+        "compression",
+        "compression-level",
+        "compression-acceleration",
+    ];
+    if others.iter().any(|other| command.param(other).is_some()) {
+        return "ERROR:4:rack-id is set on its own".to_owned();
+    }
+    let value = command.param("rack-id").unwrap_or_default();
+    let max = bolide_cluster::sc::RACK_ID_MAX;
+    let rack = match value.parse::<u32>() {
+        Ok(rack) if rack <= max => rack,
+        _ => return format!("ERROR:4:rack-id must be 0 to {max}"),
+    };
+    let before = node.cluster.rack_id(index);
+    node.cluster.set_rack_id(index, rack);
+    tracing::info!(
+        target: "cluster",
+        "{{{name}}} rack-id {before} -> {rack}: takes effect at the next rebalance (recluster:)"
+    );
     "ok".to_owned()
 }
 
@@ -490,7 +631,9 @@ pub fn namespace(node: &Context, index: usize, text: &mut String) {
          unreplicated_records={};migrate_tx_partitions_initial={};migrate_tx_partitions_remaining={};\
          migrate_rx_partitions_initial={};migrate_rx_partitions_remaining={};\
          migrate_signals_remaining={};migrate_fresh_partitions={};\
-         conflict-resolution-policy={};write-commit-level-override={};tomb-raider-eligible-age={};migrate-sleep={};",
+         effective_active_rack={};\
+         conflict-resolution-policy={};write-commit-level-override={};tomb-raider-eligible-age={};migrate-sleep={};\
+         rack-id={};",
         ns_cluster_size,
         ns.stats.tombstones.load(Relaxed).max(0),
         node.cluster.gates.unreplicated_count(index),
@@ -500,6 +643,7 @@ pub fn namespace(node: &Context, index: usize, text: &mut String) {
         migrations.rx_remaining,
         migrations.signals_remaining,
         migrations.fresh_partitions,
+        sc.and_then(|sc| sc.roster.active_rack).unwrap_or(0),
         if ns.config.conflict_resolution_last_update_time {
             "last-update-time"
         } else {
@@ -508,6 +652,7 @@ pub fn namespace(node: &Context, index: usize, text: &mut String) {
         if ns.config.write_commit_level_master { "master" } else { "off" },
         ns.config.tomb_raider_eligible_age_seconds,
         ns.config.migrate_sleep_us,
+        node.cluster.rack_id(index),
     );
 }
 

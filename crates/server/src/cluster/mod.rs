@@ -38,7 +38,7 @@ use bolide_cluster::{NodeId, Routing};
 use bolide_store::Store;
 use bolide_transaction::{RemoteRunner, Services};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
@@ -56,6 +56,12 @@ pub enum Event {
     },
     /// Ask the principal to recompute the cluster now (`recluster:`).
     Recluster,
+    /// This node's `rack-id` for a namespace changed (`set-config`): sent
+    /// at the next exchange.
+    RackId {
+        namespace: usize,
+        rack: u32,
+    },
 }
 
 /// Fabric and cluster counters (relaxed atomics: statistics).
@@ -189,6 +195,9 @@ pub struct ClusterService {
     pub transaction_max_ms: u64,
     /// The namespaces as the cluster state machine sees them.
     pub namespaces: Vec<NamespaceConfig>,
+    /// Per namespace, this node's `rack-id` as configured now (the config
+    /// file's, or the last `set-config`'s).
+    pub rack_ids: Vec<AtomicU32>,
     pub heartbeat_interval_ms: u64,
     pub heartbeat_timeout: u64,
     pub min_cluster_size: usize,
@@ -261,6 +270,11 @@ impl ClusterService {
             policies: namespaces.iter().map(|(_, _, policy)| *policy).collect(),
             transaction_max_ms: config.transaction_max_ms,
             namespaces: namespace_configs(config),
+            rack_ids: config
+                .namespaces
+                .iter()
+                .map(|ns| AtomicU32::new(ns.rack_id))
+                .collect(),
             heartbeat_interval_ms: config.heartbeat_interval_ms,
             heartbeat_timeout: config.heartbeat_timeout,
             min_cluster_size: config.min_cluster_size,
@@ -404,6 +418,22 @@ impl ClusterService {
             .map(|peer| peer.fabric.clone())
     }
 
+    /// This node's configured `rack-id` for namespace `index`.
+    pub fn rack_id(&self, namespace: usize) -> u32 {
+        self.rack_ids
+            .get(namespace)
+            .map_or(0, |rack| rack.load(Relaxed))
+    }
+
+    /// Sets this node's `rack-id` for namespace `index`; the cluster
+    /// places by it from the next rebalance (`recluster:`).
+    pub fn set_rack_id(&self, namespace: usize, rack: u32) {
+        if let Some(held) = self.rack_ids.get(namespace) {
+            held.store(rack, Relaxed);
+            self.send(Event::RackId { namespace, rack });
+        }
+    }
+
     pub fn policy(&self, namespace: usize) -> ConflictPolicy {
         self.policies.get(namespace).copied().unwrap_or_default()
     }
@@ -437,6 +467,7 @@ pub fn namespace_configs(config: &Config) -> Vec<NamespaceConfig> {
             strong_consistency: ns.strong_consistency,
             roster: Default::default(),
             regime: 0,
+            rack_id: ns.rack_id,
         })
         .collect()
 }

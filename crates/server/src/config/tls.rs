@@ -98,7 +98,10 @@ pub(super) fn stanza(
                 ))
             }
             "pki-user-append-ou" => {
-                return Err(directive.error("PKI login is not supported by Bolide yet"))
+                return Err(directive.error(
+                    "not supported by Bolide: PKI login takes the user name from the client \
+                     certificate's common name alone",
+                ))
             }
             _ => return Err(directive.error("unknown directive in tls context")),
         }
@@ -111,10 +114,13 @@ pub(super) fn stanza(
     Ok(settings)
 }
 
-/// The `tls-*` directives of `network { service { } }`, checked together
-/// once the network context is read.
+/// The `tls-*` directives of `network { service { } }` (or `network {
+/// redis { } }`), checked together once the network context is read.
 #[derive(Default)]
 pub(super) struct ServiceDirectives<'d, 't> {
+    /// `service` or `redis`, for the messages; the Redis port advertises
+    /// no access address.
+    block: &'static str,
     port: Option<(u16, &'d Directive<'t>)>,
     address: Option<IpAddr>,
     access_address: Option<String>,
@@ -124,8 +130,26 @@ pub(super) struct ServiceDirectives<'d, 't> {
 }
 
 impl<'d, 't> ServiceDirectives<'d, 't> {
-    /// Takes `directive` if it is one of the service's TLS directives.
+    pub(super) fn new(block: &'static str) -> ServiceDirectives<'d, 't> {
+        ServiceDirectives {
+            block,
+            ..ServiceDirectives::default()
+        }
+    }
+
+    /// Takes `directive` if it is one of the listener's TLS directives.
     pub(super) fn take(&mut self, directive: &'d Directive<'t>) -> Result<bool, ConfigError> {
+        if self.block == "redis"
+            && matches!(
+                directive.name,
+                "tls-access-address"
+                    | "tls-access-port"
+                    | "tls-alternate-access-address"
+                    | "tls-alternate-access-port"
+            )
+        {
+            return Err(directive.error("not supported in network redis"));
+        }
         match directive.name {
             "tls-port" => self.port = Some((directive.number()?, directive)),
             "tls-address" => self.address = Some(super::address(directive)?),
@@ -144,11 +168,14 @@ impl<'d, 't> ServiceDirectives<'d, 't> {
     }
 
     pub(super) fn finish(self, stanzas: &[TlsSettings]) -> Result<Option<ServiceTls>, ConfigError> {
+        let block = self.block;
         let authenticate_client = authenticate_client(&self.authenticate)?;
         let (port, port_directive, name) = match (self.port, self.name) {
             (None, None) => {
                 if let Some(directive) = self.authenticate.first() {
-                    return Err(directive.error("needs tls-port and tls-name in network service"));
+                    return Err(
+                        directive.error(format!("needs tls-port and tls-name in network {block}"))
+                    );
                 }
                 return Ok(None);
             }
@@ -156,7 +183,7 @@ impl<'d, 't> ServiceDirectives<'d, 't> {
                 return Err(directive.error("needs tls-name (the tls context to present)"))
             }
             (None, Some((_, directive))) => {
-                return Err(directive.error("needs tls-port in network service"))
+                return Err(directive.error(format!("needs tls-port in network {block}")))
             }
             (Some((port, port_directive)), Some(name)) => (port, port_directive, name),
         };

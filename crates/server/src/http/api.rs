@@ -5,7 +5,7 @@
 //! | `GET /` , `/assets/*` | the console (built into the binary) |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /api/v1/cluster[?seed=HOST:PORT]` | the nodes: the seed (default this node) and its peers |
-//! | `GET /api/v1/node[?address=HOST:PORT][&config=1]` | one node's info answers (statistics, namespaces, sets, latencies, …) |
+//! | `GET /api/v1/node[?address=HOST:PORT][&config=1]` | one node's info answers (statistics, namespaces, sets, latencies, the roster of SC namespaces, …) |
 //! | `POST /api/v1/truncate` `{"address","namespace","set"}` | truncates a set or namespace on that node |
 //!
 //! On a secured node every route but `/metrics` needs a login (HTTP Basic;
@@ -169,6 +169,7 @@ async fn node_info(State(node): State<Shared>, Query(query): Query<NodeQuery>) -
         "sets",
         "latencies:",
         "latency-histograms",
+        "roster:",
     ]
     .map(str::to_owned)
     .to_vec();

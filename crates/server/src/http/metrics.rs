@@ -135,6 +135,8 @@ const NAMESPACE: &[Known] = &[
     known("migrate_fresh_partitions", "migrate_fresh_partitions", GAUGE, 1.0, "Partitions no node had data for at the last rebalance."),
     known("tomb-raider-eligible-age", "config_tomb_raider_eligible_age_seconds", GAUGE, 1.0, "Configured tomb-raider-eligible-age."),
     known("migrate-sleep", "config_migrate_sleep_microseconds", GAUGE, 1.0, "Configured migrate-sleep."),
+    known("rack-id", "config_rack_id", GAUGE, 1.0, "This node's rack-id for the namespace (0: none; set-config changes it, placed by at the next rebalance)."),
+    known("effective_active_rack", "effective_active_rack", GAUGE, 1.0, "(SC) The roster's active rack, which masters every partition (0: none)."),
     known("memory_used_bytes", "memory_used_bytes", GAUGE, 1.0, "Index and record memory used."),
     known("index_used_bytes", "index_used_bytes", GAUGE, 1.0, "Primary index memory used."),
     known("data_used_bytes", "data_used_bytes", GAUGE, 1.0, "Record data memory used."),

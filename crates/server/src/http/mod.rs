@@ -128,7 +128,7 @@ impl Http {
             let mut session = None;
             let mut out = Vec::new();
             let body = request.get(bolide_wire::frame::PROTO_HEADER_BYTES..)?;
-            secured.admin(&mut session, client, body, &mut out);
+            secured.admin(&mut session, client, None, body, &mut out);
             Some(Login {
                 user,
                 client_hash: hash,

@@ -99,6 +99,20 @@ impl Connection {
         matches!(self.transport, Transport::Tls(_))
     }
 
+    /// The certificate the other side presented in the TLS handshake (its
+    /// leaf; the handshake checked the chain), or None: a plain
+    /// connection, or a client asked for no certificate.
+    pub fn peer_certificate(&self) -> Option<&rustls::pki_types::CertificateDer<'static>> {
+        let Transport::Tls(stream) = &self.transport else {
+            return None;
+        };
+        let certificates = match stream.as_ref() {
+            tokio_rustls::TlsStream::Server(stream) => stream.get_ref().1.peer_certificates(),
+            tokio_rustls::TlsStream::Client(stream) => stream.get_ref().1.peer_certificates(),
+        };
+        certificates.and_then(|chain| chain.first())
+    }
+
     fn tcp(&self) -> &TcpStream {
         match &self.transport {
             Transport::Plain(stream) => stream,
@@ -584,6 +598,24 @@ mod tests {
             cert_name: &str,
             serial: Option<u64>,
         ) -> tls::TlsSettings {
+            let file = format!("{cert_name}-{}", serial.unwrap_or(0));
+            let cert_file = self.directory.join(format!("{file}.pem"));
+            let key_file = self.directory.join(format!("{file}.key"));
+            self.write_pair(&cert_file, &key_file, cert_name, serial);
+            let mut settings = tls::TlsSettings::new(stanza, &cert_file, &key_file);
+            settings.ca_file = Some(self.directory.join("ca.pem"));
+            settings
+        }
+
+        /// Writes a node certificate for `cert_name` (CN and DNS SAN) this
+        /// CA signs, and its key, to these files.
+        fn write_pair(
+            &self,
+            cert_file: &std::path::Path,
+            key_file: &std::path::Path,
+            cert_name: &str,
+            serial: Option<u64>,
+        ) {
             use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair};
             let key = KeyPair::generate().expect("key");
             let mut params = CertificateParams::new(vec![cert_name.to_owned()]).expect("params");
@@ -598,14 +630,8 @@ mod tests {
             let certificate = params
                 .signed_by(&key, &self.ca, &self.ca_key)
                 .expect("certificate");
-            let file = format!("{cert_name}-{}", serial.unwrap_or(0));
-            let cert_file = self.directory.join(format!("{file}.pem"));
-            let key_file = self.directory.join(format!("{file}.key"));
-            std::fs::write(&cert_file, certificate.pem()).expect("write");
-            std::fs::write(&key_file, key.serialize_pem()).expect("write");
-            let mut settings = tls::TlsSettings::new(stanza, &cert_file, &key_file);
-            settings.ca_file = Some(self.directory.join("ca.pem"));
-            settings
+            std::fs::write(cert_file, certificate.pem()).expect("write");
+            std::fs::write(key_file, key.serialize_pem()).expect("write");
         }
     }
 
@@ -638,6 +664,42 @@ mod tests {
             );
             tokio::join!(serving, dialling)
         })
+    }
+
+    #[test]
+    fn a_renewed_certificate_is_presented_when_dialling_after_a_reload() {
+        let runtime = runtime();
+        let pki = Pki::new("renewal");
+        // The listener revokes the dialler's first certificate.
+        let blacklist = pki.directory.join("revoked-0C0FFE.txt");
+        std::fs::write(&blacklist, "0C0FFE\n").expect("write");
+        let mut listening = pki.node("cluster", "cluster");
+        listening.cert_blacklist = Some(blacklist);
+        let listener = tls::NodeTls::new(&listening).expect("listener");
+        let old = pki.node_with_serial("cluster", "cluster", Some(0x0C0FFE));
+        let dialler = tls::NodeTls::new(&old).expect("dialler");
+        let (accepted, dialled) = node_pair(&runtime, &listener, &dialler);
+        let both = format!(
+            "{} / {}",
+            accepted.expect_err("the old certificate is refused"),
+            dialled.expect_err("the dialler fails too")
+        );
+        assert!(both.contains("Revoked"), "{both}");
+        // Unchanged files: nothing to reload.
+        assert_eq!(dialler.client.reload(), Ok(false));
+        // The certificate is renewed in place (key first, then the
+        // certificate, as an operator replaces them): the dialler picks it
+        // up without being rebuilt, and is let in.
+        pki.write_pair(&old.cert_file, &old.key_file, "cluster", Some(0x0C0FFF));
+        assert_eq!(dialler.client.reload(), Ok(true));
+        let (accepted, dialled) = node_pair(&runtime, &listener, &dialler);
+        assert!(accepted.expect("accepted").is_tls());
+        assert!(dialled.expect("dialled").is_tls());
+        // A file that cannot be read keeps the context in force.
+        std::fs::write(&old.key_file, "not a key").expect("write");
+        assert!(dialler.client.reload().is_err());
+        let (accepted, dialled) = node_pair(&runtime, &listener, &dialler);
+        assert!(accepted.is_ok() && dialled.is_ok());
     }
 
     #[test]

@@ -16,10 +16,11 @@
 //! ```
 //!
 //! Every file is read when the context is built, and again by
-//! [`ServerTls::reload`] (`service { tls-refresh-period }`): a new
-//! certificate, key, CA or blacklist applies to the connections accepted
-//! after it, without a restart; a reload that fails keeps the context in
-//! force. Errors name the file and what was wrong with it.
+//! [`ServerTls::reload`] and [`ClientTls::reload`] (`service {
+//! tls-refresh-period }`): a new certificate, key, CA or blacklist applies
+//! to the connections accepted or dialled after it, without a restart; a
+//! reload that fails keeps the context in force. Errors name the file and
+//! what was wrong with it.
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -306,8 +307,15 @@ pub struct ServerTls {
 struct ServerShared {
     settings: TlsSettings,
     auth: ClientAuth,
-    config: ArcSwap<rustls::ServerConfig>,
+    config: ArcSwap<Accepting>,
     material: Mutex<Material>,
+}
+
+/// What a listener accepts connections with: the rustls configuration,
+/// and its client-certificate verifier (None: no certificate asked).
+struct Accepting {
+    config: Arc<rustls::ServerConfig>,
+    verifier: Option<Arc<CheckedClients>>,
 }
 
 impl ServerTls {
@@ -315,12 +323,12 @@ impl ServerTls {
     /// stanza's file at fault.
     pub fn new(settings: &TlsSettings, auth: &ClientAuth) -> Result<ServerTls, String> {
         let material = Material::read(settings)?;
-        let config = server_config(settings, auth, &material)?;
+        let accepting = server_config(settings, auth, &material)?;
         Ok(ServerTls {
             shared: Arc::new(ServerShared {
                 settings: settings.clone(),
                 auth: auth.clone(),
-                config: ArcSwap::from_pointee(config),
+                config: ArcSwap::from_pointee(accepting),
                 material: Mutex::new(material),
             }),
         })
@@ -350,14 +358,38 @@ impl ServerTls {
         if *current == material {
             return Ok(false);
         }
-        let config = server_config(&shared.settings, &shared.auth, &material)?;
-        shared.config.store(Arc::new(config));
+        let accepting = server_config(&shared.settings, &shared.auth, &material)?;
+        shared.config.store(Arc::new(accepting));
         *current = material;
         Ok(true)
     }
 
     pub(crate) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        tokio_rustls::TlsAcceptor::from(self.shared.config.load_full())
+        tokio_rustls::TlsAcceptor::from(Arc::clone(&self.shared.config.load().config))
+    }
+
+    /// The rustls configuration connections are accepted with now (the
+    /// `tls` fuzz target drives a rustls connection with it, without a
+    /// socket).
+    pub fn rustls_config(&self) -> Arc<rustls::ServerConfig> {
+        Arc::clone(&self.shared.config.load().config)
+    }
+
+    /// Checks a client's certificate chain (leaf first) as the handshake
+    /// does: signed by the CA, valid now, not on the blacklist, named as
+    /// `tls-authenticate-client` asks. An error says why, or that this
+    /// listener asks for no certificate.
+    pub fn verify_client_chain(&self, chain: &[CertificateDer<'static>]) -> Result<(), String> {
+        let accepting = self.shared.config.load();
+        let verifier = accepting
+            .verifier
+            .as_ref()
+            .ok_or("this listener asks for no client certificate")?;
+        let (leaf, intermediates) = chain.split_first().ok_or("no certificate")?;
+        verifier
+            .verify_client_cert(leaf, intermediates, UnixTime::now())
+            .map(|_| ())
+            .map_err(|error| error.to_string())
     }
 }
 
@@ -365,11 +397,12 @@ fn server_config(
     settings: &TlsSettings,
     auth: &ClientAuth,
     material: &Material,
-) -> Result<rustls::ServerConfig, String> {
+) -> Result<Accepting, String> {
     let provider = provider(settings)?;
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&settings.protocols.versions())
         .map_err(|error| error.to_string())?;
+    let mut verifier = None;
     let builder = match auth {
         ClientAuth::Off => builder.with_no_client_auth(),
         ClientAuth::Any | ClientAuth::Names(_) => {
@@ -390,14 +423,16 @@ fn server_config(
                 ClientAuth::Names(names) => Some(names.clone()),
                 _ => None,
             };
-            builder.with_client_cert_verifier(Arc::new(CheckedClients {
+            let checked = Arc::new(CheckedClients {
                 inner,
                 names,
                 revoked: material.revoked.clone(),
-            }))
+            });
+            verifier = Some(Arc::clone(&checked));
+            builder.with_client_cert_verifier(checked)
         }
     };
-    builder
+    let config = builder
         .with_single_cert(material.chain.clone(), material.key(settings)?)
         .map_err(|error| {
             format!(
@@ -405,7 +440,11 @@ fn server_config(
                 settings.cert_file.display(),
                 settings.key_file.display()
             )
-        })
+        })?;
+    Ok(Accepting {
+        config: Arc::new(config),
+        verifier,
+    })
 }
 
 /// The CA's check of a client certificate, then the blacklist and the
@@ -527,6 +566,21 @@ impl Identity {
     }
 }
 
+/// The user a client certificate names for PKI login: its subject's
+/// (first) common name, or an empty name if it has none; None if the
+/// certificate does not parse.
+pub fn certificate_user(der: &CertificateDer<'_>) -> Option<String> {
+    use x509_parser::prelude::*;
+    let (_, certificate) = X509Certificate::from_der(der).ok()?;
+    let name = certificate
+        .subject()
+        .iter_common_name()
+        .next()
+        .map(|cn| cn.as_str().map(str::to_owned).unwrap_or_default())
+        .unwrap_or_default();
+    Some(name)
+}
+
 fn normal_serial(hex: &str) -> String {
     let trimmed = hex.trim_start_matches('0').to_ascii_lowercase();
     if trimmed.is_empty() {
@@ -600,11 +654,22 @@ fn read_blacklist(file: &Path) -> Result<Vec<Revoked>, String> {
 }
 
 /// A dialler's TLS context: the roots it trusts, the name it expects, and,
-/// for mutual TLS, the certificate it presents.
+/// for mutual TLS, the certificate it presents. Clones share it; built
+/// from a stanza, [`ClientTls::reload`] reads its files again and the
+/// connections dialled after it use what changed (a renewed certificate,
+/// a new CA, a new blacklist).
 #[derive(Clone)]
 pub struct ClientTls {
-    connector: tokio_rustls::TlsConnector,
+    shared: Arc<ClientShared>,
+}
+
+struct ClientShared {
+    /// The stanza it was built from; None: roots given in memory, nothing
+    /// to read again.
+    settings: Option<TlsSettings>,
     name: ServerName<'static>,
+    config: ArcSwap<rustls::ClientConfig>,
+    material: Mutex<Option<Material>>,
 }
 
 impl ClientTls {
@@ -621,16 +686,16 @@ impl ClientTls {
         roots: Vec<CertificateDer<'static>>,
         name: &str,
     ) -> Result<ClientTls, String> {
-        ClientTls::build(
+        let config = client_config(
             roots,
             None,
             Protocols {
                 tls12: true,
                 tls13: true,
             },
-            name,
             Vec::new(),
-        )
+        )?;
+        ClientTls::with(None, config, None, name)
     }
 
     /// A stanza's context as a dialler: trusts its CA, presents its
@@ -638,73 +703,119 @@ impl ClientTls {
     /// a peer whose certificate is on the stanza's `cert-blacklist`.
     pub fn new(settings: &TlsSettings, name: &str) -> Result<ClientTls, String> {
         let material = Material::read(settings)?;
-        if material.roots.is_empty() {
-            return Err(format!(
-                "tls {}: dialling with TLS needs the CA that signs the peers (ca-file or ca-path)",
-                settings.name
-            ));
-        }
-        let key = material.key(settings)?;
-        ClientTls::build(
-            material.roots,
-            Some((material.chain, key)),
-            settings.protocols,
-            name,
-            material.revoked,
-        )
-        .map_err(|error| format!("tls {}: {error}", settings.name))
+        let config = stanza_client_config(settings, &material)?;
+        ClientTls::with(Some(settings.clone()), config, Some(material), name)
+            .map_err(|error| format!("tls {}: {error}", settings.name))
     }
 
-    fn build(
-        roots: Vec<CertificateDer<'static>>,
-        identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-        protocols: Protocols,
+    fn with(
+        settings: Option<TlsSettings>,
+        config: rustls::ClientConfig,
+        material: Option<Material>,
         name: &str,
-        revoked: Vec<Revoked>,
     ) -> Result<ClientTls, String> {
-        let mut store = rustls::RootCertStore::empty();
-        for root in roots {
-            store
-                .add(root)
-                .map_err(|error| format!("bad CA certificate: {error}"))?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_protocol_versions(&protocols.versions())
-            .map_err(|error| error.to_string())?;
-        let builder = if revoked.is_empty() {
-            builder.with_root_certificates(store)
-        } else {
-            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
-                Arc::new(store),
-                provider,
-            )
-            .build()
-            .map_err(|error| format!("cannot check server certificates: {error}"))?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(CheckedServers { inner, revoked }))
-        };
-        let config = match identity {
-            Some((chain, key)) => builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|error| format!("certificate and key do not fit: {error}"))?,
-            None => builder.with_no_client_auth(),
-        };
         let name = ServerName::try_from(name.to_owned())
             .map_err(|error| format!("bad TLS name '{name}': {error}"))?;
         Ok(ClientTls {
-            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
-            name,
+            shared: Arc::new(ClientShared {
+                settings,
+                name,
+                config: ArcSwap::from_pointee(config),
+                material: Mutex::new(material),
+            }),
         })
     }
 
-    pub(crate) fn connector(&self) -> &tokio_rustls::TlsConnector {
-        &self.connector
+    /// The stanza's name (empty for roots given in memory).
+    pub fn name(&self) -> &str {
+        self.shared
+            .settings
+            .as_ref()
+            .map_or("", |settings| settings.name.as_str())
+    }
+
+    /// Reads the stanza's files again; when anything changed, connections
+    /// dialled from now on present and check with the new ones
+    /// (`Ok(true)`). On error the context in force stays.
+    pub fn reload(&self) -> Result<bool, String> {
+        let shared = &self.shared;
+        let Some(settings) = &shared.settings else {
+            return Ok(false);
+        };
+        let material = Material::read(settings)?;
+        let mut current = shared.material.lock();
+        if current.as_ref() == Some(&material) {
+            return Ok(false);
+        }
+        let config = stanza_client_config(settings, &material)?;
+        shared.config.store(Arc::new(config));
+        *current = Some(material);
+        Ok(true)
+    }
+
+    pub(crate) fn connector(&self) -> tokio_rustls::TlsConnector {
+        tokio_rustls::TlsConnector::from(self.shared.config.load_full())
     }
 
     pub(crate) fn server_name(&self) -> ServerName<'static> {
-        self.name.clone()
+        self.shared.name.clone()
+    }
+}
+
+/// A stanza's dialling config: its CA (required), its certificate, its
+/// protocols and blacklist.
+fn stanza_client_config(
+    settings: &TlsSettings,
+    material: &Material,
+) -> Result<rustls::ClientConfig, String> {
+    if material.roots.is_empty() {
+        return Err(format!(
+            "tls {}: dialling with TLS needs the CA that signs the peers (ca-file or ca-path)",
+            settings.name
+        ));
+    }
+    let key = material.key(settings)?;
+    client_config(
+        material.roots.clone(),
+        Some((material.chain.clone(), key)),
+        settings.protocols,
+        material.revoked.clone(),
+    )
+    .map_err(|error| format!("tls {}: {error}", settings.name))
+}
+
+fn client_config(
+    roots: Vec<CertificateDer<'static>>,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    protocols: Protocols,
+    revoked: Vec<Revoked>,
+) -> Result<rustls::ClientConfig, String> {
+    let mut store = rustls::RootCertStore::empty();
+    for root in roots {
+        store
+            .add(root)
+            .map_err(|error| format!("bad CA certificate: {error}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&protocols.versions())
+        .map_err(|error| error.to_string())?;
+    let builder = if revoked.is_empty() {
+        builder.with_root_certificates(store)
+    } else {
+        let inner =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider)
+                .build()
+                .map_err(|error| format!("cannot check server certificates: {error}"))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(CheckedServers { inner, revoked }))
+    };
+    match identity {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|error| format!("certificate and key do not fit: {error}")),
+        None => Ok(builder.with_no_client_auth()),
     }
 }
 
@@ -771,6 +882,38 @@ pub struct NodeTls {
     pub client: ClientTls,
 }
 
+/// A TLS context whose files `tls-refresh-period` reads again: a
+/// listener's or a dialler's.
+#[derive(Clone)]
+pub enum Refreshed {
+    Listener(ServerTls),
+    Dialler(ClientTls),
+}
+
+impl Refreshed {
+    pub fn name(&self) -> &str {
+        match self {
+            Refreshed::Listener(tls) => tls.name(),
+            Refreshed::Dialler(tls) => tls.name(),
+        }
+    }
+
+    /// `listener` or `dialler`, for the log.
+    pub fn side(&self) -> &'static str {
+        match self {
+            Refreshed::Listener(_) => "listener",
+            Refreshed::Dialler(_) => "dialler",
+        }
+    }
+
+    pub fn reload(&self) -> Result<bool, String> {
+        match self {
+            Refreshed::Listener(tls) => tls.reload(),
+            Refreshed::Dialler(tls) => tls.reload(),
+        }
+    }
+}
+
 impl NodeTls {
     pub fn new(settings: &TlsSettings) -> Result<NodeTls, String> {
         if !settings.has_ca() {
@@ -784,6 +927,15 @@ impl NodeTls {
             .map_err(|error| format!("tls {}: {error}", settings.name))?;
         let client = ClientTls::new(settings, &settings.name)?;
         Ok(NodeTls { server, client })
+    }
+
+    /// Both sides, for the refresh: a node presents a renewed certificate
+    /// when it accepts and when it dials.
+    pub fn refreshed(&self) -> [Refreshed; 2] {
+        [
+            Refreshed::Listener(self.server.clone()),
+            Refreshed::Dialler(self.client.clone()),
+        ]
     }
 }
 

@@ -48,6 +48,24 @@ function parseSets(text) {
   return text.split(';').filter(Boolean).map((line) => kv(line, ':')).filter((s) => s.ns && s.set);
 }
 
+// `roster:`: `ns=NS:roster=..:pending_roster=..:observed_nodes=..;...`
+// (strong-consistency namespaces only).
+function parseRosters(text) {
+  const out = {};
+  if (!text || text.startsWith('ERROR')) return out;
+  for (const entry of text.split(';').filter(Boolean)) {
+    const fields = kv(entry, ':');
+    if (fields.ns) out[fields.ns] = { roster: fields.roster || '', pending: fields.pending_roster || '', observed: fields.observed_nodes || '' };
+  }
+  return out;
+}
+
+// A roster's entries as a sorted list (`null` is none): nodes print them
+// in their own order.
+function rosterEntries(list) {
+  return (list || '').split(',').map((e) => e.trim().toUpperCase()).filter((e) => e && e !== 'NULL').sort();
+}
+
 function parseHistograms(text) {
   const out = {};
   if (!text || text.startsWith('ERROR')) return null;
@@ -207,6 +225,7 @@ async function pollNode(node, withConfig) {
     namespaces: (info.namespaces || '').split(';').filter(Boolean),
     ns: {},
     sets: parseSets(info.sets),
+    rosters: parseRosters(info['roster:']),
     hist: parseHistograms(info['latency-histograms']),
     latencies: parseLatencies(info['latencies:']),
     config: withConfig ? collectConfig(info) : (entry.current && entry.current.config),
@@ -593,6 +612,42 @@ function usageBar(label, used, total, marks) {
     <div class="bar"><div class="fill ${level}" style="width:${Math.min(100, percent).toFixed(2)}%"></div>${markHtml}</div></div>`;
 }
 
+// A strong-consistency namespace: each node's roster, pending roster,
+// observed nodes, unavailable and dead partitions (as `bolide roster show`).
+function scPanel(name) {
+  const rows = [];
+  let noRoster = false, staged = false, unavailable = 0, dead = 0, missing = new Set();
+  for (const { node, entry } of snapshots()) {
+    const view = entry.current.rosters[name];
+    const ns = entry.current.ns[name];
+    if (!view || !ns) continue;
+    const roster = rosterEntries(view.roster);
+    const observed = rosterEntries(view.observed).map((e) => e.split('@')[0]);
+    noRoster = noRoster || roster.length === 0;
+    staged = staged || rosterEntries(view.pending).join() !== roster.join();
+    for (const id of roster.map((e) => e.split('@')[0])) if (!observed.includes(id)) missing.add(id);
+    unavailable = Math.max(unavailable, num(ns.unavailable_partitions));
+    dead = Math.max(dead, num(ns.dead_partitions));
+    const count = (value) => num(value) > 0 ? `<span class="pill bad">${fmtInt(num(value))}</span>` : '0';
+    rows.push(`<tr data-node="${esc(node.name || entry.current.info.node)}"><td><strong>${esc(node.name || entry.current.info.node)}</strong></td>
+      <td class="mono" data-testid="sc-roster">${esc(view.roster)}</td><td class="mono" data-testid="sc-pending">${esc(view.pending)}</td>
+      <td class="mono" data-testid="sc-observed">${esc(view.observed)}</td><td class="num">${esc(ns.ns_cluster_size || '–')}</td>
+      <td class="num" data-testid="sc-unavailable">${count(ns.unavailable_partitions)}</td><td class="num" data-testid="sc-dead">${count(ns.dead_partitions)}</td></tr>`);
+  }
+  if (!rows.length) return '';
+  const pills = [
+    noRoster ? '<span class="pill bad">no roster: nothing served</span>' : '',
+    staged ? '<span class="pill warn">staged roster not in force (recluster)</span>' : '',
+    !noRoster && missing.size ? `<span class="pill warn">roster nodes missing: ${esc([...missing].join(', '))}</span>` : '',
+    unavailable ? `<span class="pill bad">${fmtInt(unavailable)} partitions unavailable</span>` : '<span class="pill ok">every partition available</span>',
+    dead ? `<span class="pill bad">${fmtInt(dead)} dead partitions</span>` : '',
+  ].join(' ');
+  return `<div class="sc-panel" data-testid="sc-panel"><h3 class="sub">Strong consistency: roster</h3><div class="flags" data-testid="sc-flags">${pills}</div>
+    <table class="data"><thead><tr><th>Node</th><th>Roster</th><th>Pending roster</th><th>Observed nodes</th><th class="num">Roster nodes present</th><th class="num">Unavailable</th><th class="num">Dead</th></tr></thead>
+    <tbody>${rows.join('')}</tbody></table>
+    <div class="muted small">Stage a roster with <code>bolide roster set</code>, put it in force with <code>bolide roster recluster</code>; dead partitions need <code>revive</code> (docs/strong-consistency.md).</div></div>`;
+}
+
 function renderNamespaces() {
   const names = [];
   for (const { entry } of snapshots()) for (const n of entry.current.namespaces) if (!names.includes(n)) names.push(n);
@@ -600,7 +655,9 @@ function renderNamespaces() {
     const v = namespaceView(name);
     const c = v.config || {};
     const device = v.deviceTotal > 0;
+    const sc = c['strong-consistency'] === 'true';
     const flags = [
+      sc ? '<span class="pill ok">strong consistency</span>' : '',
       v.stopWrites ? '<span class="pill bad">stop-writes</span>' : '<span class="pill ok">writes accepted</span>',
       v.hwm ? '<span class="pill warn">above eviction mark</span>' : '',
     ].join('');
@@ -635,7 +692,7 @@ function renderNamespaces() {
         <table class="data"><thead><tr><th>Set</th><th class="num">Records</th><th class="num">Data</th><th></th><th></th></tr></thead>
         <tbody>${setRows || '<tr><td class="empty" colspan="5">no sets yet</td></tr>'}</tbody></table>
         <div style="margin-top:10px;text-align:right"><button class="small secondary" data-truncate-ns="${esc(name)}" data-truncate-set="">Truncate namespace…</button></div>
-      </div></div></div>`;
+      </div></div>${sc ? scPanel(name) : ''}</div>`;
   }).join('');
   setHtml('#namespace-cards', html || '<div class="panel muted">no namespaces</div>');
 }
