@@ -317,6 +317,11 @@ def test_script_cache(server, r):
         assert c("EVALSHA", sha1(body), "0") == b"-NOSCRIPT No matching script. Please use EVAL.\r\n"
         assert c("SCRIPT", "KILL") == b"-NOTBUSY No scripts in execution right now.\r\n"
         assert c("SCRIPT", "FOO") == b"-ERR unknown subcommand 'FOO'. Try SCRIPT HELP.\r\n"
+        # HELP: the exact bytes Redis 7.0.15 answers (their SHA-1, taken
+        # from Debian's redis-server 7.0.15).
+        help_reply = c("SCRIPT", "HELP")
+        assert help_reply.startswith(b"*17\r\n+SCRIPT <subcommand> [<arg> [value] [opt] ...]")
+        assert hashlib.sha1(help_reply).hexdigest() == "cc27b7a0657b65fe2fe03666b7a9c8ee0e2cd4d1"
         assert c("SCRIPT", "LOAD", "return 1 +") == \
             b"-ERR Error compiling script (new function): user_script:1: unexpected symbol " \
             b"near '<eof>'\r\n"
@@ -474,6 +479,9 @@ def test_function_load_fcall_list_delete(server, r):
             b"-ERR FUNCTION FLUSH only supports SYNC|ASYNC option\r\n"
         assert c("FUNCTION", "KILL") == b"-NOTBUSY No scripts in execution right now.\r\n"
         assert c("FUNCTION", "BOGUS") == b"-ERR unknown subcommand 'BOGUS'. Try FUNCTION HELP.\r\n"
+        help_reply = c("FUNCTION", "HELP")
+        assert help_reply.startswith(b"*40\r\n+FUNCTION <subcommand> [<arg> [value] [opt] ...]")
+        assert hashlib.sha1(help_reply).hexdigest() == "39570bd6e0b3ff6be0a3b0323b23a10ab29d362b"
     finally:
         c.close()
     # redis-py's view of the same.
