@@ -1,7 +1,8 @@
 """Redis Cluster on a real 3-node Bolide cluster: CLUSTER SLOTS / SHARDS /
 NODES / INFO / KEYSLOT / MYID, MOVED to the master's RESP port, CROSSSLOT,
 hash tags, READONLY on a replica, and the clients users run (redis-py's
-RedisCluster and `redis-cli -c`), including after a node is killed."""
+RedisCluster and `redis-cli -c`), including after a node is killed (keys,
+and streams with their consumer groups)."""
 
 from __future__ import annotations
 
@@ -315,6 +316,15 @@ def test_redis_cluster_client_survives_a_killed_node(cluster):
     # the dead node, it re-reads CLUSTER SLOTS and follows the new map.
     rc = RedisCluster(host="127.0.0.1", port=cluster.nodes[0].redis_port, protocol=2)
     try:
+        # Streams with a consumer group and a pending entry, their keys on
+        # every node's slots, survive the kill as well.
+        streams = [f"stream:{i}" for i in range(20)]
+        for i, key in enumerate(streams):
+            assert rc.xadd(key, {"n": str(i)}, id="1-1") == b"1-1"
+            assert rc.xadd(key, {"n": "second"}, id="2-0") == b"2-0"
+            assert rc.xgroup_create(key, "g", id="0") is True
+            assert rc.xreadgroup("g", "c", {key: ">"}, count=1) == \
+                [[key.encode(), [(b"1-1", {b"n": str(i).encode()})]]]
         cluster.kill(2)
         cluster.wait_stable(nodes=[0, 1])
         wait_for_full_map(cluster.nodes[:2])
@@ -328,6 +338,12 @@ def test_redis_cluster_client_survives_a_killed_node(cluster):
                     redis.exceptions.TimeoutError, redis.exceptions.TryAgainError):
                 time.sleep(0.5)
         assert values == [str(i).encode() for i in range(300)]
+        for i, key in enumerate(streams):
+            assert rc.xlen(key) == 2
+            assert rc.xpending(key, "g")["pending"] == 1
+            assert rc.xreadgroup("g", "c", {key: ">"}) == \
+                [[key.encode(), [(b"2-0", {b"n": b"second"})]]]
+            assert rc.xack(key, "g", "1-1", "2-0") == 2
         for i in range(100):
             assert rc.set(f"after:{i}", i) is True
         assert [rc.get(f"after:{i}") for i in range(100)] == [str(i).encode() for i in range(100)]

@@ -2,7 +2,7 @@
 //! table (`table`), one connection's state and dispatch (`session`, its
 //! server commands in `session/admin.rs`), the Redis types mapped onto
 //! records (`value`, `keyspace`, and the commands in `data`, `collections`,
-//! `assorted`, `extras`, `sort`, `geo`; docs/redis.md has the mapping), and
+//! `assorted`, `extras`, `sort`, `geo`, `streams`; docs/redis.md has the mapping), and
 //! Lua scripting (`scripting`: EVAL, FUNCTION, FCALL on an engine thread
 //! that owns the Lua states). Each Redis key is one
 //! record in the Redis namespace, in set `redis<db>`, read and written
@@ -30,6 +30,7 @@ pub mod resp;
 pub mod scripting;
 pub mod session;
 mod sort;
+pub mod streams;
 pub mod table;
 pub mod value;
 

@@ -567,6 +567,13 @@ impl Session {
         records: &mut dyn Records,
         namespace: &[u8],
     ) {
+        if matches!(spec.name, "xread" | "xreadgroup") && crate::streams::has_block(args) {
+            out.error(&format!(
+                "ERR {} command is not allowed with BLOCK option from scripts",
+                String::from_utf8_lossy(&args[0])
+            ));
+            return;
+        }
         self.run(spec, args, out, records, namespace, true);
     }
 
@@ -632,7 +639,7 @@ impl Session {
                     // Nothing to pop, or a key now of another type: the
                     // waiter keeps waiting, as in Redis (but a move whose
                     // destination is of another type answers its error).
-                    Ok(data::Ran::Empty { .. }) => continue,
+                    Ok(data::Ran::Empty { .. } | data::Ran::Wait { .. }) => continue,
                     Err(_) if !moves(spec.name) => continue,
                     Err(error) => out.error(&error),
                 }
@@ -1454,6 +1461,14 @@ impl Session {
                     return Flow::Done;
                 }
                 let db_index = self.db;
+                // A waiting connection looks again as its waiter says
+                // (a stream read's `$` resolved when it started waiting).
+                let args = match &waiter {
+                    Some(waiter) if waiter.args[0].eq_ignore_ascii_case(&args[0]) => {
+                        waiter.args.as_slice()
+                    }
+                    _ => args,
+                };
                 let mut db = self.db(records, namespace, db_index);
                 let blocking = !in_exec;
                 // While this connection waits, it tries its command under
@@ -1474,6 +1489,18 @@ impl Session {
                     other => other,
                 };
                 drop(served);
+                // A stream read waits as a pop does, and looks again with
+                // the arguments it gave.
+                let (ran, mut resume) = match ran {
+                    Ok(data::Ran::Wait { timeout, resume }) => (
+                        Ok(data::Ran::Empty {
+                            timeout,
+                            null_bulk: false,
+                        }),
+                        Some(resume),
+                    ),
+                    other => (other, None),
+                };
                 match ran {
                     Ok(data::Ran::Done) => {
                         self.block_deadline = None;
@@ -1510,7 +1537,7 @@ impl Session {
                                     id: self.id,
                                     db: self.db,
                                     resp3: self.resp3,
-                                    args: args.to_vec(),
+                                    args: resume.take().unwrap_or_else(|| args.to_vec()),
                                     answer: Mutex::new(None),
                                 });
                                 self.shared.waiters.lock().push(Arc::clone(&waiter));
@@ -1519,6 +1546,8 @@ impl Session {
                             return Flow::Block;
                         }
                     }
+                    // Made an Empty above.
+                    Ok(data::Ran::Wait { .. }) => Err("ERR internal error".to_owned()),
                     Err(error) => {
                         self.block_deadline = None;
                         self.leave_block();
