@@ -11,7 +11,9 @@ namespace."""
 from __future__ import annotations
 
 import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 
@@ -360,6 +362,36 @@ def test_stream_replies_in_resp3(server, r):
             assert times.sub(b":<TS>\r\n", reply) == times.sub(b":<TS>\r\n", expected), args
     finally:
         c.close()
+
+
+@pytest.mark.skipif(shutil.which("redis-cli") is None, reason="redis-cli not installed")
+def test_redis_cli_reads_and_writes_streams(server, r):
+    def cli(*args: str) -> str:
+        done = subprocess.run(["redis-cli", "-p", str(server.redis_port), *args],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    # What redis-cli prints against redis-server 7.0.15 for the same calls.
+    assert cli("XADD", "cli", "1-1", "name", "ada") == "1-1\n"
+    assert cli("XADD", "cli", "1-*", "name", "grace") == "1-2\n"
+    assert cli("XRANGE", "cli", "-", "+") == "1-1\nname\nada\n1-2\nname\ngrace\n"
+    assert cli("XLEN", "cli") == "2\n"
+    assert cli("TYPE", "cli") == "stream\n"
+    assert cli("XADD", "cli", "1-1", "x", "y").rstrip("\n") == \
+        "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+    # A blocked redis-cli XREAD is woken by redis-py's XADD.
+    reader = subprocess.Popen(
+        ["redis-cli", "-p", str(server.redis_port), "XREAD", "BLOCK", "20000", "STREAMS", "cli", "$"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: r.info("clients")["blocked_clients"] == 1)
+        assert r.xadd("cli", {"late": "1"}, id="3-0") == b"3-0"
+        out, _ = reader.communicate(timeout=30)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    assert out == "cli\n3-0\nlate\n1\n"
 
 
 # ---- blocking reads ----------------------------------------------------------
