@@ -16,6 +16,7 @@ not exited after a bounded wait.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -48,24 +49,41 @@ def bolided_path() -> Path:
 
 
 def free_ports(n: int) -> list[int]:
-    """n distinct currently-free TCP ports on 127.0.0.1 (never 3000..3003)."""
-    socks = []
-    ports: list[int] = []
+    """n distinct currently-free TCP ports on 127.0.0.1, below the kernel's
+    ephemeral range (net.ipv4.ip_local_port_range, 32768..60999 here).
+
+    A port the kernel handed out for bind(0) is an ephemeral port: while a
+    node is down for a restart, any outgoing connection (a client's, another
+    node's fabric dial) may be given it as its local port, and the node then
+    fails to listen on it again. Ports from 10000..32767 are never handed out
+    that way."""
+    low, high = 10000, 32767
     try:
-        while len(ports) < n and len(socks) < n + 20:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            p = s.getsockname()[1]
-            if 3000 <= p <= 3003 or p in ports:
-                continue
-            ports.append(p)
-    finally:
-        for s in socks:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        high = max(low + 1000, min(high, ephemeral - 1))
+    except (OSError, ValueError, IndexError):
+        pass
+    ports: list[int] = []
+    for _ in range(n * 50):
+        if len(ports) == n:
+            break
+        p = _PORT_PICKER.randint(low, high)
+        if 3000 <= p <= 3003 or p in ports:
+            continue
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        finally:
             s.close()
+        ports.append(p)
     if len(ports) < n:
         raise RuntimeError("could not find free ports")
     return ports
+
+
+_PORT_PICKER = random.Random(os.getpid() ^ time.time_ns())
 
 
 def with_redis_port(config_text: str, port: int) -> str:
