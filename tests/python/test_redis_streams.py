@@ -482,6 +482,21 @@ def test_blocking_xreadgroup_is_woken_by_xadd(server, r):
         assert reader.xreadgroup("workers", "w1", {"jobs": "0"}, block=10000) == \
             [[b"jobs", [(b"5-0", {b"task": b"a"})]]]
         assert reader.xreadgroup("workers", "w1", {"jobs": ">"}, block=100) == []
+        # The group destroyed, or the key deleted, while a reader waits:
+        # Redis 7.0.15's NOGROUP and UNBLOCKED errors.
+        for end, expected in (
+                (lambda: r.xgroup_destroy("jobs", "gone"),
+                 "NOGROUP the consumer group this client was blocked on no longer exists"),
+                (lambda: r.delete("jobs"), "UNBLOCKED the stream key no longer exists")):
+            r.xgroup_create("jobs", "gone", id="$", mkstream=True)
+            thread, outcome = background(lambda: reader.xreadgroup(
+                "gone", "w1", {"jobs": ">"}, block=20000))
+            wait_until(lambda: r.info("clients")["blocked_clients"] == 1)
+            assert end() == 1
+            thread.join(timeout=30)
+            assert not thread.is_alive()
+            assert isinstance(outcome[0], redis.ResponseError), outcome
+            assert str(outcome[0]) == expected
     finally:
         reader.close()
 

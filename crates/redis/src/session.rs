@@ -1486,6 +1486,14 @@ impl Session {
                             null_bulk: self.block_null_bulk,
                         })
                     }
+                    // A waiting XREADGROUP whose group went away.
+                    Err(error)
+                        if self.waiter.is_some()
+                            && spec.name == "xreadgroup"
+                            && error.starts_with("NOGROUP") =>
+                    {
+                        Err(crate::streams::blocked_group_gone(&mut db, args))
+                    }
                     other => other,
                 };
                 drop(served);

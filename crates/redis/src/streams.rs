@@ -886,6 +886,26 @@ pub fn has_block(args: &[Vec<u8>]) -> bool {
         .any(|arg| arg.eq_ignore_ascii_case(b"block"))
 }
 
+/// What a blocked XREADGROUP answers when its group went away while it
+/// waited, as Redis 7.0.15 does: UNBLOCKED when a key is no stream any
+/// more, NOGROUP when the group was destroyed.
+pub fn blocked_group_gone(db: &mut Db<'_>, args: &[Vec<u8>]) -> String {
+    let gone = read_keys(args).iter().any(|key| {
+        !matches!(
+            db.get(key),
+            Ok(Some(Entry {
+                value: Value::Stream(_),
+                ..
+            }))
+        )
+    });
+    if gone {
+        "UNBLOCKED the stream key no longer exists".to_owned()
+    } else {
+        "NOGROUP the consumer group this client was blocked on no longer exists".to_owned()
+    }
+}
+
 /// The keys of an XREAD or XREADGROUP: the first half of what follows
 /// STREAMS.
 pub fn read_keys(args: &[Vec<u8>]) -> &[Vec<u8>] {
