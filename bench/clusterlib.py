@@ -52,23 +52,24 @@ def port_free(port: int) -> bool:
             return False
 
 
-def wait_port(port: int, proc: Optional[subprocess.Popen] = None, timeout: float = 20.0) -> None:
+def wait_port(port: int, proc: Optional[subprocess.Popen] = None, timeout: float = 20.0,
+              host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"the process for port {port} exited with {proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+    raise RuntimeError(f"nothing listening on {host}:{port} after {timeout} s")
 
 
-def info(port: int, commands: List[str], timeout: float = 2.0) -> Dict[str, str]:
+def info(port: int, commands: List[str], timeout: float = 2.0, host: str = "127.0.0.1") -> Dict[str, str]:
     """One info request (proto type 1); {command: answer}."""
     body = "".join(c + "\n" for c in commands).encode()
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.settimeout(timeout)
         s.sendall(struct.pack(">Q", (2 << 56) | (1 << 48) | len(body)) + body)
         head = _recv_exact(s, 8)
@@ -130,7 +131,8 @@ class Cluster:
 
     def __init__(self, size: int, rf: int, workdir: Path, base_port: int = 4500,
                  cpus: str = "1", binary: Path = BOLIDED, heartbeat: bool = True,
-                 service_threads: int = 1, data_size: str = "2G", name: str = "bench"):
+                 service_threads: int = 1, data_size: str = "2G", name: str = "bench",
+                 hosts: Optional[List[str]] = None):
         self.size = size
         self.rf = rf
         self.workdir = Path(workdir)
@@ -141,11 +143,20 @@ class Cluster:
         self.service_threads = service_threads
         self.data_size = data_size
         self.name = name
+        # One address per node (a network namespace can cut traffic
+        # between them); all 127.0.0.1 by default.
+        self.hosts = hosts
         self.procs: List[Optional[subprocess.Popen]] = [None] * size
         self._logs = [None] * size
 
     def port(self, i: int) -> int:
         return self.base_port + 10 * i
+
+    def host(self, i: int) -> str:
+        return self.hosts[i] if self.hosts else "127.0.0.1"
+
+    def info(self, i: int, commands: List[str], timeout: float = 2.0) -> Dict[str, str]:
+        return info(self.port(i), commands, timeout, self.host(i))
 
     def node_id(self, i: int) -> str:
         return f"C{i + 1:03X}"
@@ -155,13 +166,14 @@ class Cluster:
         lines = ["service {", f"    service-threads {self.service_threads}"]
         if self.heartbeat:
             lines += [f"    cluster-name {self.name}", f"    node-id {self.node_id(i)}"]
-        lines += ["}", "network {", "    service {", "        address 127.0.0.1", f"        port {port}", "    }"]
+        host = self.host(i)
+        lines += ["}", "network {", "    service {", f"        address {host}", f"        port {port}", "    }"]
         if self.heartbeat:
             lines += [
-                "    heartbeat {", "        mode mesh", "        address 127.0.0.1", f"        port {port + 2}",
-                f"        mesh-seed-address-port 127.0.0.1 {self.base_port + 2}",
+                "    heartbeat {", "        mode mesh", f"        address {host}", f"        port {port + 2}",
+                f"        mesh-seed-address-port {self.host(0)} {self.base_port + 2}",
                 "        interval 150", "        timeout 10", "    }",
-                "    fabric {", "        address 127.0.0.1", f"        port {port + 1}", "    }",
+                "    fabric {", f"        address {host}", f"        port {port + 1}", "    }",
             ]
         lines += ["}", "namespace test {", f"    replication-factor {self.rf}", "    nsup-period 120",
                   "    storage-engine memory {", f"        data-size {self.data_size}", "    }", "}"]
@@ -169,7 +181,7 @@ class Cluster:
 
     def start_node(self, i: int) -> None:
         ports = [self.port(i)] + ([self.port(i) + 1, self.port(i) + 2] if self.heartbeat else [])
-        busy = [p for p in ports if not port_free(p)]
+        busy = [p for p in ports if not port_free(p)] if not self.hosts else []
         if busy:
             raise RuntimeError(f"ports {busy} are in use (set BASE_PORT)")
         node_dir = self.workdir / f"node{i + 1}"
@@ -180,7 +192,7 @@ class Cluster:
         self.procs[i] = subprocess.Popen(
             ["taskset", "-c", self.cpus, str(self.binary), "--config", str(node_dir / "bolide.conf")],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        wait_port(self.port(i), self.procs[i])
+        wait_port(self.port(i), self.procs[i], host=self.host(i))
 
     def start(self, timeout: float = 60.0) -> "Cluster":
         for i in range(self.size):
@@ -192,10 +204,10 @@ class Cluster:
         return [p.pid for p in self.procs if p is not None and p.poll() is None]
 
     def stats(self, i: int) -> Dict[str, str]:
-        return kv(info(self.port(i), ["statistics"])["statistics"])
+        return kv(self.info(i, ["statistics"])["statistics"])
 
     def ns_stats(self, i: int) -> Dict[str, str]:
-        return kv(info(self.port(i), ["namespace/test"])["namespace/test"])
+        return kv(self.info(i, ["namespace/test"])["namespace/test"])
 
     def wait_formed(self, nodes: List[int], timeout: float = 60.0) -> None:
         """Until every given node is in one cluster of exactly them with a
@@ -223,7 +235,7 @@ class Cluster:
         last = None
         while time.monotonic() < deadline:
             try:
-                answers = {info(self.port(i), [f"cluster-stable:size={len(nodes)}"])[f"cluster-stable:size={len(nodes)}"]
+                answers = {self.info(i, [f"cluster-stable:size={len(nodes)}"])[f"cluster-stable:size={len(nodes)}"]
                            for i in nodes}
                 last = answers
                 if len(answers) == 1 and not next(iter(answers)).startswith("ERROR"):
@@ -276,8 +288,8 @@ class Redis:
 
 
 def bench_command(port: int, args: List[str], cpus: str = "0", protocol: str = "aerospike",
-                  cluster: bool = False) -> List[str]:
-    cmd = ["taskset", "-c", cpus, str(BENCH), "--protocol", protocol, "-h", "127.0.0.1", "-p", str(port),
+                  cluster: bool = False, host: str = "127.0.0.1") -> List[str]:
+    cmd = ["taskset", "-c", cpus, str(BENCH), "--protocol", protocol, "-h", host, "-p", str(port),
            "-n", "test", "-s", "bench"]
     if cluster:
         cmd.append("--cluster")
@@ -285,10 +297,10 @@ def bench_command(port: int, args: List[str], cpus: str = "0", protocol: str = "
 
 
 def run_bench(port: int, args: List[str], json_path: Path, cpus: str = "0", protocol: str = "aerospike",
-              cluster: bool = False, server_pids: Optional[List[int]] = None) -> dict:
+              cluster: bool = False, server_pids: Optional[List[int]] = None, host: str = "127.0.0.1") -> dict:
     """Runs bolide-bench to completion; returns its JSON summary, with the
     command, the load average before it and the servers' CPU share added."""
-    cmd = bench_command(port, args + ["--json", str(json_path)], cpus, protocol, cluster)
+    cmd = bench_command(port, args + ["--json", str(json_path)], cpus, protocol, cluster, host)
     load = loadavg()
     before = sum(cpu_seconds(p) for p in server_pids or [])
     started = time.monotonic()

@@ -8,24 +8,33 @@ bolide-bench, same flags, same pinning, same run:
   replica first);
 - recovery: kill -9 two of the three roster nodes (the survivor is a
   minority: every partition unavailable), restart them, and time until
-  every node reports `unavailable_partitions=0`.
+  every node reports `unavailable_partitions=0`;
+- healed splits (as root, in a network namespace of its own with the
+  nodes on 127.0.0.2-4 and nftables rules between them, SPLIT_ROUNDS
+  times each): one node cut off from the other two, then every node cut
+  off from every other (no side may serve anything); each healed after
+  SPLIT_HOLD seconds, and timed from the heal until every node is in one
+  cluster again and reports `unavailable_partitions=0` (no revive).
 
     bench/sc.py                                  # defaults below
-    ROUNDS=1 KEYS=100000 SECONDS_PER_RUN=5 bench/sc.py   # quick look
+    ROUNDS=1 KEYS=100000 SECONDS_PER_RUN=5 SPLIT_ROUNDS=1 bench/sc.py   # quick look
+    ROUNDS=0 bench/sc.py                         # the healed splits only
 
 Every server process runs on SERVER_CPUS (default CPU 1), bolide-bench on
 CLIENT_CPUS (CPU 0). Writes results.md and runs.json to
 bench/results/sc-<stamp>/ (or RESULTS_DIR). Knobs (env): ROUNDS, KEYS,
-SECONDS_PER_RUN, DEPTH, CONCURRENCY, SERVER_CPUS, CLIENT_CPUS, BASE_PORT,
-BOLIDED_BIN, BOLIDE_BENCH_BIN.
+SECONDS_PER_RUN, DEPTH, CONCURRENCY, SPLIT_ROUNDS, SPLIT_HOLD, SPLIT_KEYS,
+SERVER_CPUS, CLIENT_CPUS, BASE_PORT, BOLIDED_BIN, BOLIDE_BENCH_BIN.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,6 +48,11 @@ CONCURRENCY = int(os.environ.get("CONCURRENCY", "32"))
 SERVER_CPUS = os.environ.get("SERVER_CPUS", "1")
 CLIENT_CPUS = os.environ.get("CLIENT_CPUS", "0")
 BASE_PORT = int(os.environ.get("BASE_PORT", "4700"))
+SPLIT_ROUNDS = int(os.environ.get("SPLIT_ROUNDS", "3"))
+SPLIT_HOLD = float(os.environ.get("SPLIT_HOLD", "5"))
+SPLIT_KEYS = int(os.environ.get("SPLIT_KEYS", "100000"))
+SPLIT_HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+NETNS_ENV = "BOLIDE_SC_BENCH_NETNS"
 
 
 class ScCluster(cl.Cluster):
@@ -66,11 +80,11 @@ class ScCluster(cl.Cluster):
 
     def set_roster(self) -> None:
         nodes = ",".join(self.node_id(i) for i in range(self.size))
-        answer = cl.info(self.port(0), [f"roster-set:namespace=test;nodes={nodes}"])
+        answer = self.info(0, [f"roster-set:namespace=test;nodes={nodes}"])
         assert list(answer.values()) == ["ok"], answer
         time.sleep(1)
         for i in range(self.size):
-            cl.info(self.port(i), ["recluster:"])
+            self.info(i, ["recluster:"])
         self.wait_available(range(self.size))
 
 
@@ -127,6 +141,96 @@ def run_round(out: Path, round_no: int) -> list:
     return rows
 
 
+def nft(script: str) -> None:
+    subprocess.run(["nft", "-f", "-"], input=script, text=True, check=True)
+
+
+def cut(pairs) -> None:
+    """Drops every packet between the two nodes of each pair."""
+    rules = "\n".join(f"        ip saddr {x} ip daddr {y} drop" for a, b in pairs for x, y in ((a, b), (b, a)))
+    nft(f"table inet split {{\n    chain input {{\n        type filter hook input priority 0; policy accept;\n"
+        f"{rules}\n    }}\n}}\n")
+
+
+def heal() -> None:
+    nft("delete table inet split")
+
+
+def wait_until(predicate, what: str, timeout: float = 120.0) -> float:
+    started = time.monotonic()
+    while time.monotonic() < started + timeout:
+        try:
+            if predicate():
+                return time.monotonic() - started
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise RuntimeError(f"{what}: not within {timeout} s")
+
+
+def split_round(out: Path, round_no: int) -> list:
+    """Inside the network namespace: a 3-node SC cluster on SPLIT_HOSTS,
+    split twice, each split healed and timed."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    work = out / f"split-r{round_no}"
+    work.mkdir(parents=True, exist_ok=True)
+    server = ScCluster(3, 2, work, BASE_PORT, SERVER_CPUS, hosts=SPLIT_HOSTS)
+    rows = []
+    try:
+        server.start()
+        server.set_roster()
+        cl.run_bench(BASE_PORT, ["-k", str(SPLIT_KEYS), "-o", "S:100", "-c", "16", "-w", "I"],
+                     work / "load.json", CLIENT_CPUS, "aerospike", True, server.pids(), SPLIT_HOSTS[0])
+        server.wait_stable(list(range(3)))
+        scenarios = (
+            ("minority cut off", [(SPLIT_HOSTS[0], SPLIT_HOSTS[1]), (SPLIT_HOSTS[0], SPLIT_HOSTS[2])]),
+            ("every node alone", [(SPLIT_HOSTS[0], SPLIT_HOSTS[1]), (SPLIT_HOSTS[0], SPLIT_HOSTS[2]),
+                                  (SPLIT_HOSTS[1], SPLIT_HOSTS[2])]),
+        )
+        for name, pairs in scenarios:
+            cut(pairs)
+            if name == "minority cut off":
+                server.wait_formed([1, 2])
+                wait_until(lambda: server.unavailable(0) == 4096, "the minority unavailable")
+                wait_until(lambda: server.unavailable(1) == 0 and server.unavailable(2) == 0,
+                           "the majority available")
+            else:
+                wait_until(lambda: all(server.unavailable(i) == 4096 for i in range(3)),
+                           "every node unavailable")
+            time.sleep(SPLIT_HOLD)
+            heal()
+            healed = time.monotonic()
+            server.wait_formed([0, 1, 2], timeout=120)
+            wait_until(lambda: all(server.unavailable(i) == 0 for i in range(3)), "every partition available")
+            seconds = time.monotonic() - healed
+            dead = [server.ns_stats(i)["dead_partitions"] for i in range(3)]
+            assert dead == ["0", "0", "0"], dead
+            rows.append({"round": round_no, "config": "sc", "workload": f"healed split: {name}",
+                         "seconds": round(seconds, 3)})
+            print(f"round {round_no} healed split ({name}) to every partition available: {seconds:.2f} s",
+                  flush=True)
+            server.wait_stable(list(range(3)))
+    finally:
+        subprocess.run(["nft", "delete", "table", "inet", "split"], capture_output=True)
+        server.stop()
+    return rows
+
+
+def split_rounds(out: Path) -> list:
+    """Runs the split rounds in a fresh network namespace (as root)."""
+    if os.geteuid() != 0:
+        print("healed splits skipped: they create a network namespace and need root", flush=True)
+        return []
+    name = f"bolide-sc-bench-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, sys.executable, str(Path(__file__).resolve())],
+                       env={**os.environ, NETNS_ENV: "1", "RESULTS_DIR": str(out)}, check=True)
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+    return json.loads((out / "splits.json").read_text())
+
+
 def report(rows: list, out: Path) -> str:
     lines = [f"# Strong consistency against AP (bench/sc.py), commit {cl.git_commit()}", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 3 nodes RF 2 on CPU {SERVER_CPUS}, "
@@ -146,8 +250,15 @@ def report(rows: list, out: Path) -> str:
             f"| {cl.median([1e6 * r['server_cpu_seconds'] / max(r['count'], 1) for r in mine]):.1f} "
             f"| {sum(r['errors'] + r['timeouts'] for r in mine)} |")
     restarts = [r["seconds"] for r in rows if r["workload"] == "restart-to-available"]
-    lines += ["", f"Restart of 2 of 3 roster nodes to every partition available: median "
-                  f"{cl.median(restarts):.2f} s ({', '.join(f'{s:.2f}' for s in restarts)})"]
+    if restarts:
+        lines += ["", f"Restart of 2 of 3 roster nodes to every partition available: median "
+                      f"{cl.median(restarts):.2f} s ({', '.join(f'{s:.2f}' for s in restarts)})"]
+    for name in ("minority cut off", "every node alone"):
+        healed = [r["seconds"] for r in rows if r["workload"] == f"healed split: {name}"]
+        if healed:
+            lines += ["", f"Healed split ({name}, held {SPLIT_HOLD:g} s, {SPLIT_KEYS} records) to every "
+                          f"partition available on every node: median {cl.median(healed):.2f} s "
+                          f"({', '.join(f'{s:.2f}' for s in healed)})"]
     text = "\n".join(lines) + "\n"
     (out / "results.md").write_text(text)
     return text
@@ -157,9 +268,18 @@ def main() -> None:
     out = Path(os.environ.get("RESULTS_DIR") or
                Path(__file__).resolve().parent / "results" / f"sc-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
+    if os.environ.get(NETNS_ENV):
+        splits = []
+        for round_no in range(1, SPLIT_ROUNDS + 1):
+            splits += split_round(out, round_no)
+        (out / "splits.json").write_text(json.dumps(splits, indent=1))
+        return
     rows = []
     for round_no in range(1, ROUNDS + 1):
         rows += run_round(out, round_no)
+        (out / "runs.json").write_text(json.dumps(rows, indent=1))
+    if SPLIT_ROUNDS > 0:
+        rows += split_rounds(out)
         (out / "runs.json").write_text(json.dumps(rows, indent=1))
     print(report(rows, out))
 

@@ -338,6 +338,18 @@ fn encode(envelope: &Envelope) -> Arc<Vec<u8>> {
     Arc::new(frame)
 }
 
+/// How long a heartbeat connection's pulses may stay unacknowledged by
+/// the peer's host before the connection is dropped and redialled: the
+/// heartbeat expiry (interval × timeout), at least a second.
+fn unacknowledged_timeout(node: &Context) -> Duration {
+    let expiry_ms = node
+        .cluster
+        .heartbeat_interval_ms
+        .max(1)
+        .saturating_mul(node.cluster.heartbeat_timeout.max(1));
+    Duration::from_millis(expiry_ms.max(1000))
+}
+
 /// How long an inbound connection may go without bringing a whole frame.
 fn frame_wait(node: &Context) -> Duration {
     let expiry_ms = node
@@ -628,6 +640,12 @@ async fn dial(node: Arc<Context>, endpoint: Endpoint, mut frames: mpsc::Receiver
             }
         };
         super::bump(&node.cluster.counters.heartbeat_connections_opened);
+        // Pulses go out every interval: one unacknowledged for a whole
+        // expiry means the peer is cut off. Closing then (rather than
+        // writing into a connection TCP keeps retransmitting into, at ever
+        // longer intervals) lets the redial below reach the peer within a
+        // connect timeout of the network healing.
+        let _ = stream.set_unacknowledged_timeout(unacknowledged_timeout(&node));
         loop {
             let Some(frame) = frames.recv().await else {
                 return;

@@ -113,6 +113,23 @@ impl Connection {
         certificates.and_then(|chain| chain.first())
     }
 
+    /// Aborts the connection once data it sent has stayed unacknowledged
+    /// for `timeout` (TCP_USER_TIMEOUT): a peer the network cut off is
+    /// then noticed at the next write, instead of when TCP's
+    /// retransmissions, backing off, give up or finally reach it after the
+    /// network heals (seconds later).
+    pub fn set_unacknowledged_timeout(&self, timeout: Duration) -> io::Result<()> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            socket2::SockRef::from(self.tcp()).set_tcp_user_timeout(Some(timeout))
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        {
+            let _ = timeout;
+            Ok(())
+        }
+    }
+
     fn tcp(&self) -> &TcpStream {
         match &self.transport {
             Transport::Plain(stream) => stream,
@@ -507,6 +524,32 @@ mod tests {
                 let mut answer = [0u8; 6];
                 reader.read_exact(&mut answer).await.expect("read answer");
                 assert_eq!(&answer, b"answer");
+            }
+        });
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_unacknowledged_timeout_is_set_on_the_socket_of_both_transports() {
+        let (server, client) = tls_pair("node-u");
+        runtime().block_on(async {
+            for tls in [false, true] {
+                let (_accepted, dialled) = if tls {
+                    pair(Some(&server), Some(&client)).await
+                } else {
+                    pair(None, None).await
+                };
+                let before = socket2::SockRef::from(dialled.tcp())
+                    .tcp_user_timeout()
+                    .expect("get");
+                assert_eq!(before, None);
+                dialled
+                    .set_unacknowledged_timeout(Duration::from_millis(1500))
+                    .expect("set");
+                let after = socket2::SockRef::from(dialled.tcp())
+                    .tcp_user_timeout()
+                    .expect("get");
+                assert_eq!(after, Some(Duration::from_millis(1500)));
             }
         });
     }
