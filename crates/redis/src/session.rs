@@ -334,6 +334,10 @@ pub enum Step {
     /// A blocking command waits: write the output, call `feed` again at
     /// (or before) this instant.
     Block(Instant),
+    /// (SC) The next command's records must first reach their replicas
+    /// again: carry out the copies the backend queued, then call `feed`
+    /// again (the command is not consumed).
+    Again,
     /// Write the output, then close.
     Close,
 }
@@ -344,6 +348,8 @@ enum Flow {
     /// CLIENT PAUSE holds the command back until this instant.
     Paused(Instant),
     Close,
+    /// Not run yet: its records are being copied first (`Step::Again`).
+    Again,
 }
 
 /// CLIENT REPLY: whether the connection's commands are answered.
@@ -383,6 +389,8 @@ pub struct Session {
     stat: Option<(&'static Spec, bool)>,
     /// Queued commands inside MULTI.
     multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// (SC) Rounds the next command has waited for its records' copies.
+    copy_rounds: u8,
     multi_failed: bool,
     /// WATCHed keys: (db, key, what the key was then).
     watched: Vec<Watched>,
@@ -447,6 +455,7 @@ impl Session {
             query_bytes: 0,
             stat: None,
             multi: None,
+            copy_rounds: 0,
             multi_failed: false,
             watched: Vec::new(),
             block_deadline: None,
@@ -662,7 +671,7 @@ impl Session {
             self.query_bytes = length;
             let flow = self.command(&args, &mut reply, records);
             if matches!(self.reply, Reply::Off | Reply::Skip | Reply::SkipNext)
-                && !matches!(flow, Flow::Block | Flow::Paused(_))
+                && !matches!(flow, Flow::Block | Flow::Paused(_) | Flow::Again)
             {
                 // CLIENT REPLY OFF/SKIP: the answer is dropped, but not
                 // the subscribe confirmations a RESP3 client gets as push
@@ -691,6 +700,7 @@ impl Session {
                     let poll = Instant::now() + BLOCK_POLL;
                     break Step::Block(deadline.map_or(poll, |d| d.min(poll)));
                 }
+                Flow::Again => break Step::Again,
             }
         };
         *out = reply.buf;
@@ -705,7 +715,7 @@ impl Session {
         let started = Instant::now();
         self.stat = None;
         let flow = self.command_checked(args, out, records);
-        if matches!(flow, Flow::Block | Flow::Paused(_)) {
+        if matches!(flow, Flow::Block | Flow::Paused(_) | Flow::Again) {
             return flow;
         }
         if let Some((spec, ran)) = self.stat.take() {
@@ -833,6 +843,9 @@ impl Session {
             // A paused command now runs (a blocking one stays counted
             // while it waits).
             self.leave_block();
+        }
+        if self.copies_first(spec, args, records) {
+            return Flow::Again;
         }
         self.shared.commands_processed.fetch_add(1, Relaxed);
         self.stat = Some((spec, true));
@@ -1374,6 +1387,37 @@ impl Session {
             out.error(&error);
         }
         Flow::Done
+    }
+
+    /// (SC) Whether the records this command touches (for EXEC, the
+    /// queued commands' and the watched ones) must first be copied to their
+    /// replicas, as Aerospike copies a record whose last write did not
+    /// reach them all before serving it: the backend has queued the copies
+    /// and the command runs once they are done. After a few rounds it runs
+    /// anyway (and answers TRYAGAIN if the copy is still not done).
+    fn copies_first(&mut self, spec: &Spec, args: &[Vec<u8>], records: &mut dyn Records) -> bool {
+        const ROUNDS_MAX: u8 = 3;
+        if self.copy_rounds >= ROUNDS_MAX {
+            self.copy_rounds = 0;
+            return false;
+        }
+        let set = set_name(self.db);
+        let mut keys: Vec<&[u8]> = table::keys(spec, args);
+        if spec.name == "exec" {
+            for queued in self.multi.iter().flatten() {
+                let name = String::from_utf8_lossy(&queued[0]).to_ascii_lowercase();
+                if let Some(spec) = table::find(&name) {
+                    keys.extend(table::keys(spec, queued));
+                }
+            }
+            keys.extend(self.watched.iter().map(|(_, key, _)| key.as_slice()));
+        }
+        if keys.is_empty() || !records.copy_first(&set, &keys) {
+            self.copy_rounds = 0;
+            return false;
+        }
+        self.copy_rounds += 1;
+        true
     }
 
     fn exec(&mut self, out: &mut Out, records: &mut dyn Records, namespace: &[u8]) -> Flow {
