@@ -59,7 +59,7 @@ wait_port() {
 }
 # User+system CPU of the whole process (threads that ended included), in
 # nanoseconds, at the clock tick's resolution.
-cpu_ns() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", ($14 + $15) * 1e9 / hz }' /proc/$1/stat; }
+cpu_ns() { echo $(( $(awk '{ print $14 + $15 }' /proc/$1/stat) * (1000000000 / $(getconf CLK_TCK)) )); }
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT

@@ -55,7 +55,7 @@ namespace test {
 }
 CONF
 ticks() { awk '{ print $14 + $15 }' /proc/$1/stat; }
-cpu_ns() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", ($14 + $15) * 1e9 / hz }' /proc/$1/stat; }
+cpu_ns() { echo $(( $(awk '{ print $14 + $15 }' /proc/$1/stat) * (1000000000 / $(getconf CLK_TCK)) )); }
 taskset -c $SERVER_CPU "$bolided" --config $dir/c.conf > $dir/bolided.log 2>&1 & pid=$!
 for i in $(seq 1 50); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
 tls=(--tls-enable --tls-name bolide-node --tls-cafile $dir/pki/ca.pem)

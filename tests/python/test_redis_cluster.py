@@ -1,7 +1,8 @@
 """Redis Cluster on a real 3-node Bolide cluster: CLUSTER SLOTS / SHARDS /
 NODES / INFO / KEYSLOT / MYID, MOVED to the master's RESP port, CROSSSLOT,
 hash tags, READONLY on a replica, and the clients users run (redis-py's
-RedisCluster and `redis-cli -c`), including after a node is killed."""
+RedisCluster and `redis-cli -c`), including after a node is killed (keys,
+and streams with their consumer groups)."""
 
 from __future__ import annotations
 
@@ -200,13 +201,25 @@ def test_readonly_reads_from_a_replica(cluster):
 def test_redis_cli_follows_moved(cluster):
     wait_for_full_map(cluster.nodes)
     ports = [node.redis_port for node in cluster.nodes]
+
+    def cli(port, *args):
+        # TRYAGAIN (a partition handing over) is Redis Cluster's transient
+        # answer, which redis-cli -c does not retry by itself: a user
+        # repeats the command, and so does this test, a bounded number of
+        # times; MOVED is followed by redis-cli.
+        for _ in range(20):
+            out = subprocess.run(["redis-cli", "-c", "-p", str(port), *args],
+                                 capture_output=True, text=True, timeout=30)
+            if "TRYAGAIN" not in out.stdout + out.stderr:
+                return out
+            time.sleep(0.25)
+        return out
+
     for i in range(20):
-        out = subprocess.run(["redis-cli", "-c", "-p", str(ports[i % 3]), "SET", f"cli:{i}", str(i)],
-                             capture_output=True, text=True, timeout=30)
+        out = cli(ports[i % 3], "SET", f"cli:{i}", str(i))
         assert out.returncode == 0 and out.stdout.strip() == "OK", out.stdout + out.stderr
     for i in range(20):
-        out = subprocess.run(["redis-cli", "-c", "-p", str(ports[(i + 1) % 3]), "GET", f"cli:{i}"],
-                             capture_output=True, text=True, timeout=30)
+        out = cli(ports[(i + 1) % 3], "GET", f"cli:{i}")
         assert out.returncode == 0 and out.stdout.strip() == str(i), out.stdout + out.stderr
 
 
@@ -225,6 +238,61 @@ def test_redis_benchmark_cluster_mode(cluster):
              if line.startswith('"')}
     assert {"SET", "GET", "INCR", "LPUSH", "HSET", "ZADD"} <= tests, out.stdout
     assert "error" not in (out.stdout + out.stderr).lower(), out.stdout + out.stderr
+
+
+def test_scripts_in_a_cluster(cluster):
+    """A script's declared keys route like a command's (MOVED, CROSSSLOT);
+    the keys it reaches must be on this node, and a script with a shebang
+    must stay in one slot; RedisCluster routes EVAL by its first key."""
+    owners = wait_for_full_map(cluster.nodes)
+    node0 = cluster.nodes[0].redis_port
+    keys = [f"script:{i}" for i in range(2000)]
+    here = [k for k in keys if owners[key_slot(k.encode())][1] == node0]
+    elsewhere = next(k for k in keys if owners[key_slot(k.encode())][1] != node0)
+    other_slot_here = next(k for k in here[1:]
+                           if key_slot(k.encode()) != key_slot(here[0].encode()))
+    slot = key_slot(elsewhere.encode())
+    host, port, _ = owners[slot]
+    import hashlib
+    import socket
+
+    def suffix(body: str) -> str:
+        return f" script: {hashlib.sha1(body.encode()).hexdigest()}, on @user_script:1."
+
+    with socket.create_connection(("127.0.0.1", node0), timeout=5) as s:
+        body = b"return 1"
+        s.sendall(b"*4\r\n$4\r\nEVAL\r\n$8\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n"
+                  % (body, len(elsewhere), elsewhere.encode()))
+        assert s.recv(4096) == f"-MOVED {slot} {host}:{port}\r\n".encode()
+    with redis.Redis(port=node0, protocol=2) as r:
+        with pytest.raises(redis.exceptions.ResponseError,
+                           match="^Keys in request don't hash to the same slot$"):
+            r.eval("return 1", 2, "{a}x", "{b}y")
+        assert r.eval("return redis.call('set', KEYS[1], ARGV[1])", 1, here[0], "v") == b"OK"
+        body = "return redis.call('get', ARGV[1])"
+        with pytest.raises(redis.exceptions.ResponseError) as error:
+            r.eval(body, 0, elsewhere)
+        assert str(error.value) == \
+            "Script attempted to access a non local key in a cluster node" + suffix(body)
+        # Without a shebang a script may touch several of this node's slots.
+        assert r.eval("redis.call('set', KEYS[1], 1) return redis.call('set', ARGV[1], 2)",
+                      1, here[0], other_slot_here) == b"OK"
+        body = "#!lua\nredis.call('set', KEYS[1], 1) return redis.call('set', ARGV[1], 2)"
+        with pytest.raises(redis.exceptions.ResponseError) as error:
+            r.eval(body, 1, here[0], other_slot_here)
+        assert str(error.value) == ("Script attempted to access keys that do not hash to the "
+                                    "same slot" + suffix(body).replace(":1.", ":2."))
+        with pytest.raises(redis.exceptions.ResponseError,
+                           match="^Can not run script on cluster, 'no-cluster' flag is set.$"):
+            r.eval("#!lua flags=no-cluster\nreturn 1", 0)
+    rc = RedisCluster(host="127.0.0.1", port=node0, protocol=2)
+    try:
+        incr = rc.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+        for i in range(100):
+            assert incr(keys=[f"counter:{i}"], args=[i]) == i
+        assert [int(rc.get(f"counter:{i}")) for i in range(100)] == list(range(100))
+    finally:
+        rc.close()
 
 
 def test_redis_cluster_client_survives_a_killed_node(cluster):
@@ -260,6 +328,15 @@ def test_redis_cluster_client_survives_a_killed_node(cluster):
     # the dead node, it re-reads CLUSTER SLOTS and follows the new map.
     rc = RedisCluster(host="127.0.0.1", port=cluster.nodes[0].redis_port, protocol=2)
     try:
+        # Streams with a consumer group and a pending entry, their keys on
+        # every node's slots, survive the kill as well.
+        streams = [f"stream:{i}" for i in range(20)]
+        for i, key in enumerate(streams):
+            assert rc.xadd(key, {"n": str(i)}, id="1-1") == b"1-1"
+            assert rc.xadd(key, {"n": "second"}, id="2-0") == b"2-0"
+            assert rc.xgroup_create(key, "g", id="0") is True
+            assert rc.xreadgroup("g", "c", {key: ">"}, count=1) == \
+                [[key.encode(), [(b"1-1", {b"n": str(i).encode()})]]]
         cluster.kill(2)
         cluster.wait_stable(nodes=[0, 1])
         wait_for_full_map(cluster.nodes[:2])
@@ -273,6 +350,12 @@ def test_redis_cluster_client_survives_a_killed_node(cluster):
                     redis.exceptions.TimeoutError, redis.exceptions.TryAgainError):
                 time.sleep(0.5)
         assert values == [str(i).encode() for i in range(300)]
+        for i, key in enumerate(streams):
+            assert rc.xlen(key) == 2
+            assert rc.xpending(key, "g")["pending"] == 1
+            assert rc.xreadgroup("g", "c", {key: ">"}) == \
+                [[key.encode(), [(b"2-0", {b"n": b"second"})]]]
+            assert rc.xack(key, "g", "1-1", "2-0") == 2
         for i in range(100):
             assert rc.set(f"after:{i}", i) is True
         assert [rc.get(f"after:{i}") for i in range(100)] == [str(i).encode() for i in range(100)]

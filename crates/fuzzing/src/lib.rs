@@ -26,6 +26,11 @@
 //!   a certificate chain put to its verifier and to PKI login: whole
 //!   records back, no handshake completed without the keys, only genuine
 //!   admitted certificates accepted.
+//! - [`resp::check`]: any bytes on the Redis port, taken off the front by
+//!   the RESP parser: each request takes bytes and stays within Redis's
+//!   limits, a prefix of a request is no other request, and a request
+//!   re-encoded parses back the same; the end is a protocol error or an
+//!   incomplete request.
 //! - [`cluster_frames::check`]: any bytes as a stream of node-to-node
 //!   frames: refused headers name the rule they break, whatever decodes
 //!   round-trips, and a damaged checksum is always refused.
@@ -50,6 +55,7 @@ pub mod config;
 pub mod connection;
 pub mod execute;
 pub mod fixture;
+pub mod resp;
 pub mod tls;
 
 /// Runs `check` over every file of `fuzz/corpus/<target>` and returns how

@@ -3,7 +3,7 @@
 //! now fails breaks `cargo test`.
 
 use bolide_fuzzing::{
-    admin, cluster_forged, cluster_frames, config, connection, execute, replay_corpus, tls,
+    admin, cluster_forged, cluster_frames, config, connection, execute, replay_corpus, resp, tls,
 };
 
 /// Each corpus must hold at least this many inputs: an emptied or moved
@@ -59,4 +59,10 @@ fn admin_corpus() {
 fn tls_corpus() {
     let inputs = replay_corpus("tls", tls::check);
     assert!(inputs >= INPUTS_MIN, "tls corpus has {inputs} inputs");
+}
+
+#[test]
+fn resp_corpus() {
+    let inputs = replay_corpus("resp", resp::check);
+    assert!(inputs >= INPUTS_MIN, "resp corpus has {inputs} inputs");
 }

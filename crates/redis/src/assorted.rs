@@ -27,7 +27,7 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
                     timeout,
                     null_bulk: false,
                 }),
-                Ran::Empty { .. } => {
+                Ran::Empty { .. } | Ran::Wait { .. } => {
                     out.null_array();
                     Ok(Ran::Done)
                 }
@@ -635,6 +635,7 @@ fn encoding(value: &Value, limits: crate::keyspace::Encodings) -> &'static str {
                 "skiplist"
             }
         }
+        Value::Stream(_) => "stream",
     }
 }
 

@@ -20,6 +20,13 @@ pub enum Ran {
         timeout: Option<Duration>,
         null_bulk: bool,
     },
+    /// A blocking stream read found nothing; it waits at most `timeout`
+    /// (None: forever) and looks again with `resume` for arguments. At the
+    /// timeout it answers a null array.
+    Wait {
+        timeout: Option<Duration>,
+        resume: Vec<Vec<u8>>,
+    },
 }
 
 const FLOAT_ERROR: &str = "ERR value is not a valid float";
@@ -753,6 +760,10 @@ pub fn run(name: &str, args: &[Vec<u8>], out: &mut Out, db: &mut Db<'_>, blockin
                 out.ok();
             }
         }
+        "xadd" | "xlen" | "xrange" | "xrevrange" | "xdel" | "xtrim" | "xread" | "xreadgroup"
+        | "xgroup" | "xack" | "xpending" | "xclaim" | "xautoclaim" | "xinfo" | "xsetid" => {
+            return crate::streams::run(name, args, out, db, blocking)
+        }
         _ => return crate::collections::run(name, args, out, db, blocking),
     }
     Ok(Ran::Done)
@@ -765,6 +776,7 @@ fn type_of_bin(bin: &[u8]) -> &'static str {
         BIN_LIST => "list",
         BIN_SET => "set",
         BIN_ZSET => "zset",
+        crate::streams::BIN_STREAM => "stream",
         _ => "none",
     }
 }

@@ -328,6 +328,33 @@ impl Out {
         }
     }
 
+    /// Text in a given three-letter format: verbatim (RESP3) or a bulk
+    /// string (RESP2).
+    pub fn verbatim_as(&mut self, format: &[u8], text: &[u8]) {
+        if self.resp3 {
+            self.number(b'=', text.len() as i64 + 4);
+            let mut kind = [b' '; 3];
+            for (slot, byte) in kind.iter_mut().zip(format) {
+                *slot = *byte;
+            }
+            self.buf.extend_from_slice(&kind);
+            self.buf.push(b':');
+            self.buf.extend_from_slice(text);
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text);
+        }
+    }
+
+    /// A big number: `(` (RESP3) or a bulk string (RESP2).
+    pub fn big_number(&mut self, digits: &[u8]) {
+        if self.resp3 {
+            self.line(b'(', digits);
+        } else {
+            self.bulk(digits);
+        }
+    }
+
     /// A push frame header (RESP3) or an array (RESP2).
     pub fn push(&mut self, n: usize) {
         if self.resp3 {

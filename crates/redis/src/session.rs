@@ -73,6 +73,8 @@ pub struct Shared {
     slowlog_next_id: AtomicU64,
     slowlog_slower_than_us: std::sync::atomic::AtomicI64,
     slowlog_max_len: std::sync::atomic::AtomicUsize,
+    /// Lua scripts and function libraries, and the script running now.
+    pub scripts: Arc<crate::scripting::Scripts>,
 }
 
 /// A connection waiting in a blocking command (BLPOP, BLMOVE, BZPOPMIN…):
@@ -122,6 +124,24 @@ struct SlowEntry {
 }
 
 impl Shared {
+    /// The node's exclusive turn (EXEC's, a script's): no other Redis
+    /// command runs while it is held.
+    pub(crate) fn alone(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.exec.write()
+    }
+
+    /// How long a script runs before other clients are answered BUSY
+    /// (`busy-reply-threshold`, alias `lua-time-limit`).
+    pub fn busy_threshold(&self) -> Duration {
+        let ms = self
+            .config
+            .lock()
+            .get("busy-reply-threshold")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(5000);
+        Duration::from_millis(ms)
+    }
+
     fn count_command(&self, spec: &'static Spec, ran: bool, failed: bool, took: Duration) {
         // The spec's index in the table, from its address.
         let index = (spec as *const Spec as usize).wrapping_sub(table::COMMANDS.as_ptr() as usize)
@@ -306,6 +326,7 @@ impl Shared {
             hub: crate::pubsub::Hub::default(),
             cluster_map: Mutex::new(None),
             clustered: std::sync::atomic::AtomicBool::new(false),
+            scripts: Arc::default(),
             blocked: Mutex::new(BTreeMap::new()),
             killed: Mutex::new(Default::default()),
             waiters: Mutex::new(Vec::new()),
@@ -325,7 +346,7 @@ impl Shared {
 }
 
 /// What the connection does after `feed`.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Step {
     /// Every complete request is answered: write the output, read more.
     Read,
@@ -340,9 +361,23 @@ pub enum Step {
     Again,
     /// Write the output, then close.
     Close,
+    /// A script command: write the output, run the call on the script
+    /// engine (`Shared::scripts`), write its reply, then call `feed` again.
+    Script(Box<crate::scripting::Call>),
 }
 
-enum Flow {
+impl PartialEq for Step {
+    fn eq(&self, other: &Step) -> bool {
+        match (self, other) {
+            (Step::Block(a), Step::Block(b)) => a == b,
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
+    }
+}
+
+impl Eq for Step {}
+
+pub(crate) enum Flow {
     Done,
     Block,
     /// CLIENT PAUSE holds the command back until this instant.
@@ -350,6 +385,9 @@ enum Flow {
     Close,
     /// Not run yet: its records are being copied first (`Step::Again`).
     Again,
+    /// A script holds the node: try this request again shortly.
+    Wait,
+    Script(Box<crate::scripting::Call>),
 }
 
 /// CLIENT REPLY: whether the connection's commands are answered.
@@ -430,6 +468,8 @@ const SUBCOMMANDS: &[&str] = &[
 ];
 /// How often a blocked command looks again.
 const BLOCK_POLL: Duration = Duration::from_millis(5);
+/// How often a request held up by a running script tries again.
+const SCRIPT_POLL: Duration = Duration::from_millis(2);
 
 impl Session {
     pub fn new(shared: Arc<Shared>, peer: String, local: String) -> Session {
@@ -473,6 +513,78 @@ impl Session {
         };
         session.register();
         session
+    }
+
+    /// The client a script's `redis.call` commands run as: the caller's
+    /// database, cluster map, READONLY and user; not listed by CLIENT
+    /// LIST, and unable to block or subscribe.
+    pub(crate) fn for_script(
+        shared: Arc<Shared>,
+        db: usize,
+        cluster: Option<Arc<crate::cluster::ClusterMap>>,
+        readonly: bool,
+        user: Option<String>,
+    ) -> Session {
+        Session {
+            shared,
+            id: 0,
+            name: Vec::new(),
+            db,
+            resp3: false,
+            peer: String::new(),
+            local: String::new(),
+            created: Instant::now(),
+            last_command: "NULL".to_owned(),
+            query_bytes: 0,
+            stat: None,
+            multi: None,
+            copy_rounds: 0,
+            multi_failed: false,
+            watched: Vec::new(),
+            block_deadline: None,
+            blocked: false,
+            waiter: None,
+            block_null_bulk: false,
+            reply: Reply::On,
+            mailbox: None,
+            channels: Default::default(),
+            patterns: Default::default(),
+            shard_channels: Default::default(),
+            cluster,
+            readonly,
+            user,
+        }
+    }
+
+    pub(crate) fn db_index(&self) -> usize {
+        self.db
+    }
+
+    pub(crate) fn cluster_map(&self) -> Option<Arc<crate::cluster::ClusterMap>> {
+        self.cluster.clone()
+    }
+
+    pub(crate) fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// Runs a command a script called (nothing blocks).
+    pub(crate) fn run_from_script(
+        &mut self,
+        spec: &Spec,
+        args: &[Vec<u8>],
+        out: &mut Out,
+        records: &mut dyn Records,
+        namespace: &[u8],
+    ) {
+        if matches!(spec.name, "xread" | "xreadgroup") && crate::streams::has_block(args) {
+            out.error(&format!(
+                "ERR {} command is not allowed with BLOCK option from scripts",
+                String::from_utf8_lossy(&args[0])
+            ));
+            return;
+        }
+        self.run(spec, args, out, records, namespace, true);
     }
 
     /// Lets the connection receive published messages: `wake` is called
@@ -537,7 +649,7 @@ impl Session {
                     // Nothing to pop, or a key now of another type: the
                     // waiter keeps waiting, as in Redis (but a move whose
                     // destination is of another type answers its error).
-                    Ok(data::Ran::Empty { .. }) => continue,
+                    Ok(data::Ran::Empty { .. } | data::Ran::Wait { .. }) => continue,
                     Err(_) if !moves(spec.name) => continue,
                     Err(error) => out.error(&error),
                 }
@@ -701,6 +813,11 @@ impl Session {
                     break Step::Block(deadline.map_or(poll, |d| d.min(poll)));
                 }
                 Flow::Again => break Step::Again,
+                Flow::Wait => break Step::Block(Instant::now() + SCRIPT_POLL),
+                Flow::Script(call) => {
+                    used += length;
+                    break Step::Script(call);
+                }
             }
         };
         *out = reply.buf;
@@ -715,7 +832,10 @@ impl Session {
         let started = Instant::now();
         self.stat = None;
         let flow = self.command_checked(args, out, records);
-        if matches!(flow, Flow::Block | Flow::Paused(_) | Flow::Again) {
+        if matches!(
+            flow,
+            Flow::Block | Flow::Paused(_) | Flow::Again | Flow::Wait
+        ) {
             return flow;
         }
         if let Some((spec, ran)) = self.stat.take() {
@@ -816,6 +936,26 @@ impl Session {
             ));
             return Flow::Done;
         }
+        // A script holds the node: wait for it, and once it has run past
+        // busy-reply-threshold answer BUSY to all but the few commands
+        // Redis lets through.
+        let busy = self.shared.scripts.busy();
+        if let Some((running, eval)) = busy {
+            if running < self.shared.busy_threshold() {
+                return Flow::Wait;
+            }
+            if !crate::scripting::allowed_while_busy(spec, args) {
+                if self.multi.is_some() {
+                    self.multi_failed = true;
+                }
+                out.error(if eval {
+                    crate::scripting::BUSY_EVAL
+                } else {
+                    crate::scripting::BUSY_FUNCTION
+                });
+                return Flow::Done;
+            }
+        }
         if self.multi.is_some() && spec.flags.contains(&"no-multi") {
             self.multi_failed = true;
             out.error("ERR Command not allowed inside a transaction");
@@ -861,25 +1001,40 @@ impl Session {
             _ => spec.name.to_owned(),
         };
         let namespace = self.shared.namespace.clone();
+        let shared = Arc::clone(&self.shared);
         let started = Instant::now();
-        let flow = {
-            let shared = Arc::clone(&self.shared);
-            let _shared = shared.exec.read();
-            self.run(spec, args, out, records, namespace.as_bytes(), false)
-        };
         if spec.name == "exec" {
-            // EXEC runs below, holding the lock alone; waiters see only
+            // EXEC runs holding the node's turn alone; waiters see only
             // its final state.
-            let flow = self.exec(out, records, namespace.as_bytes());
-            self.serve_waiters(records, namespace.as_bytes());
+            let Some(alone) = turn(&shared, true) else {
+                return Flow::Wait;
+            };
+            let flow = self.exec(out, records, namespace.as_bytes(), alone);
+            if let Some(_turn) = turn(&shared, false) {
+                self.serve_waiters(records, namespace.as_bytes());
+            }
             return flow;
         }
+        if busy.is_some() || crate::scripting::needs_engine(spec, args) {
+            // Answered without the node's turn: the engine takes it for a
+            // script's run, and what runs while a script is busy only
+            // looks at the script.
+            return self.run(spec, args, out, records, namespace.as_bytes(), false);
+        }
+        let flow = {
+            let Some(_turn) = turn(&shared, false) else {
+                return Flow::Wait;
+            };
+            self.run(spec, args, out, records, namespace.as_bytes(), false)
+        };
         if !matches!(flow, Flow::Block) {
             self.slowlog(spec, args, started);
             if spec.flags.contains(&"write") {
-                let shared = Arc::clone(&self.shared);
-                let _shared = shared.exec.read();
-                self.serve_waiters(records, namespace.as_bytes());
+                // A script holding the node now: its waiters look again
+                // themselves (BLOCK_POLL).
+                if let Some(_turn) = turn(&shared, false) {
+                    self.serve_waiters(records, namespace.as_bytes());
+                }
             }
         }
         flow
@@ -1208,12 +1363,25 @@ impl Session {
                 out.int(0);
                 Ok(())
             }
-            "function" => {
-                if args[1].eq_ignore_ascii_case(b"flush") {
-                    out.ok();
-                    Ok(())
-                } else {
-                    Err("ERR FUNCTION is not supported by Bolide yet".to_owned())
+            "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro" | "script"
+            | "function" => {
+                let caller = crate::scripting::Caller {
+                    db: self.db,
+                    resp3: self.resp3,
+                    cluster: self.cluster.clone(),
+                    readonly: self.readonly,
+                    user: self.user.clone(),
+                };
+                match crate::scripting::command(&self.shared, caller, args, out) {
+                    crate::scripting::Answer::Done => Ok(()),
+                    // Inside EXEC the script runs here: EXEC holds the
+                    // node's turn.
+                    crate::scripting::Answer::Engine(call) if in_exec => {
+                        let reply = call.run_here(records, false);
+                        out.buf.extend_from_slice(&reply);
+                        Ok(())
+                    }
+                    crate::scripting::Answer::Engine(call) => return Flow::Script(call),
                 }
             }
             "cluster" | "readonly" | "readwrite" if self.cluster.is_none() => {
@@ -1310,6 +1478,14 @@ impl Session {
                     return Flow::Done;
                 }
                 let db_index = self.db;
+                // A waiting connection looks again as its waiter says
+                // (a stream read's `$` resolved when it started waiting).
+                let args = match &waiter {
+                    Some(waiter) if waiter.args[0].eq_ignore_ascii_case(&args[0]) => {
+                        waiter.args.as_slice()
+                    }
+                    _ => args,
+                };
                 let mut db = self.db(records, namespace, db_index);
                 let blocking = !in_exec;
                 // While this connection waits, it tries its command under
@@ -1327,9 +1503,29 @@ impl Session {
                             null_bulk: self.block_null_bulk,
                         })
                     }
+                    // A waiting XREADGROUP whose group went away.
+                    Err(error)
+                        if self.waiter.is_some()
+                            && spec.name == "xreadgroup"
+                            && error.starts_with("NOGROUP") =>
+                    {
+                        Err(crate::streams::blocked_group_gone(&mut db, args))
+                    }
                     other => other,
                 };
                 drop(served);
+                // A stream read waits as a pop does, and looks again with
+                // the arguments it gave.
+                let (ran, mut resume) = match ran {
+                    Ok(data::Ran::Wait { timeout, resume }) => (
+                        Ok(data::Ran::Empty {
+                            timeout,
+                            null_bulk: false,
+                        }),
+                        Some(resume),
+                    ),
+                    other => (other, None),
+                };
                 match ran {
                     Ok(data::Ran::Done) => {
                         self.block_deadline = None;
@@ -1366,7 +1562,7 @@ impl Session {
                                     id: self.id,
                                     db: self.db,
                                     resp3: self.resp3,
-                                    args: args.to_vec(),
+                                    args: resume.take().unwrap_or_else(|| args.to_vec()),
                                     answer: Mutex::new(None),
                                 });
                                 self.shared.waiters.lock().push(Arc::clone(&waiter));
@@ -1375,6 +1571,8 @@ impl Session {
                             return Flow::Block;
                         }
                     }
+                    // Made an Empty above.
+                    Ok(data::Ran::Wait { .. }) => Err("ERR internal error".to_owned()),
                     Err(error) => {
                         self.block_deadline = None;
                         self.leave_block();
@@ -1420,7 +1618,13 @@ impl Session {
         true
     }
 
-    fn exec(&mut self, out: &mut Out, records: &mut dyn Records, namespace: &[u8]) -> Flow {
+    fn exec(
+        &mut self,
+        out: &mut Out,
+        records: &mut dyn Records,
+        namespace: &[u8],
+        _alone: Turn<'_>,
+    ) -> Flow {
         let Some(queue) = self.multi.take() else {
             out.error("ERR EXEC without MULTI");
             return Flow::Done;
@@ -1430,8 +1634,6 @@ impl Session {
             out.error("EXECABORT Transaction discarded because of previous errors.");
             return Flow::Done;
         }
-        let shared = Arc::clone(&self.shared);
-        let _alone = shared.exec.write();
         for (db_index, key, seen) in &watched {
             let mut db = self.db(records, namespace, *db_index);
             let now = match db.load(key) {
@@ -1588,16 +1790,55 @@ impl Drop for Session {
     }
 }
 
+/// The node's turn a command holds: shared by ordinary commands, alone
+/// for EXEC (and a script's run).
+pub(crate) enum Turn<'a> {
+    Shared(#[allow(dead_code)] parking_lot::RwLockReadGuard<'a, ()>),
+    Alone(#[allow(dead_code)] parking_lot::RwLockWriteGuard<'a, ()>),
+}
+
+/// Takes the node's turn, shared or `alone`; None while a script holds it
+/// (the request waits and is tried again, so the event loop stays free to
+/// answer others BUSY and take SCRIPT KILL).
+fn turn(shared: &Shared, alone: bool) -> Option<Turn<'_>> {
+    let slice = Duration::from_millis(1);
+    loop {
+        let taken = if alone {
+            shared.exec.try_write_for(slice).map(Turn::Alone)
+        } else {
+            shared.exec.try_read_for(slice).map(Turn::Shared)
+        };
+        if taken.is_some() {
+            return taken;
+        }
+        if shared.scripts.busy().is_some() {
+            return None;
+        }
+    }
+}
+
+/// Whether a command writes (a script writes unless it is a `_ro` one).
+pub(crate) fn is_write(spec: &Spec, _args: &[Vec<u8>]) -> bool {
+    match spec.name {
+        "eval" | "evalsha" | "fcall" => true,
+        "eval_ro" | "evalsha_ro" | "fcall_ro" => false,
+        _ => spec.flags.contains(&"write"),
+    }
+}
+
 /// What a command needs of the connection's user on the database's set:
 /// writes need write, reads of keys or of the keyspace need read, the
 /// flushes need truncate; connection and server commands need nothing.
-fn permission_of(spec: &Spec, args: &[Vec<u8>]) -> Option<bolide_transaction::Permission> {
+pub(crate) fn permission_of(
+    spec: &Spec,
+    args: &[Vec<u8>],
+) -> Option<bolide_transaction::Permission> {
     use bolide_transaction::Permission;
     match spec.name {
         "flushdb" | "flushall" => Some(Permission::Truncate),
         "scan" | "keys" | "randomkey" | "dbsize" => Some(Permission::Read),
         _ if table::keys(spec, args).is_empty() => None,
-        _ if spec.flags.contains(&"write") => Some(Permission::Write),
+        _ if is_write(spec, args) => Some(Permission::Write),
         _ => Some(Permission::Read),
     }
 }
@@ -1619,7 +1860,7 @@ fn route(
     {
         return Some("CROSSSLOT Keys in request don't hash to the same slot".to_owned());
     }
-    map.redirect(slot, spec.flags.contains(&"write"), readonly)
+    map.redirect(slot, is_write(spec, args), readonly)
 }
 
 fn check_name(name: &[u8]) -> Result<(), String> {

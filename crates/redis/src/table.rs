@@ -18,6 +18,21 @@ const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write"];
 const C: &[&str] = &["fast", "loading", "stale", "noscript"];
 const B: &[&str] = &["write", "noscript", "blocking"];
+const SCRIPT: &[&str] = &[
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+];
+const SCRIPT_RO: &[&str] = &[
+    "readonly",
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+];
 
 macro_rules! spec {
     ($name:literal, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $category:literal) => {
@@ -108,6 +123,14 @@ pub static COMMANDS: &[Spec] = &[
         0,
         "server"
     ),
+    // Scripting (crate::scripting).
+    spec!("eval", -3, SCRIPT, 0, 0, 0, "scripting"),
+    spec!("evalsha", -3, SCRIPT, 0, 0, 0, "scripting"),
+    spec!("eval_ro", -3, SCRIPT_RO, 0, 0, 0, "scripting"),
+    spec!("evalsha_ro", -3, SCRIPT_RO, 0, 0, 0, "scripting"),
+    spec!("fcall", -3, SCRIPT, 0, 0, 0, "scripting"),
+    spec!("fcall_ro", -3, SCRIPT_RO, 0, 0, 0, "scripting"),
+    spec!("script", -2, &["noscript"], 0, 0, 0, "scripting"),
     spec!("cluster", -2, C, 0, 0, 0, "cluster"),
     spec!("readonly", 1, C, 0, 0, 0, "connection"),
     spec!("readwrite", 1, C, 0, 0, 0, "connection"),
@@ -434,6 +457,38 @@ pub static COMMANDS: &[Spec] = &[
         1,
         "sortedset"
     ),
+    // Streams (crate::streams).
+    spec!("xadd", -5, W, 1, 1, 1, "stream"),
+    spec!("xlen", 2, R, 1, 1, 1, "stream"),
+    spec!("xrange", -4, RS, 1, 1, 1, "stream"),
+    spec!("xrevrange", -4, RS, 1, 1, 1, "stream"),
+    spec!("xdel", -3, &["write", "fast"], 1, 1, 1, "stream"),
+    spec!("xtrim", -4, WS, 1, 1, 1, "stream"),
+    spec!(
+        "xread",
+        -4,
+        &["readonly", "blocking", "movablekeys"],
+        0,
+        0,
+        0,
+        "stream"
+    ),
+    spec!(
+        "xreadgroup",
+        -7,
+        &["write", "blocking", "movablekeys"],
+        0,
+        0,
+        0,
+        "stream"
+    ),
+    spec!("xgroup", -2, WS, 2, 2, 1, "stream"),
+    spec!("xack", -4, &["write", "fast"], 1, 1, 1, "stream"),
+    spec!("xpending", -3, RS, 1, 1, 1, "stream"),
+    spec!("xclaim", -6, &["write", "fast"], 1, 1, 1, "stream"),
+    spec!("xautoclaim", -6, &["write", "fast"], 1, 1, 1, "stream"),
+    spec!("xinfo", -2, RS, 2, 2, 1, "stream"),
+    spec!("xsetid", -3, W, 1, 1, 1, "stream"),
     // Keys.
     spec!("copy", -3, &["write", "denyoom"], 1, 2, 1, "keyspace"),
     spec!("dump", 2, RS, 1, 1, 1, "keyspace"),
@@ -521,9 +576,16 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 /// The keys a command names, by its key positions (and, for the commands
 /// with `numkeys`, by that count).
 pub fn keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    if matches!(spec.name, "xread" | "xreadgroup") {
+        return crate::streams::read_keys(args)
+            .iter()
+            .map(|key| key.as_slice())
+            .collect();
+    }
     let numkeys_at = match spec.name {
         "lmpop" | "zunion" | "zinter" | "zdiff" | "sintercard" | "zintercard" | "zmpop" => Some(1),
-        "blmpop" | "zunionstore" | "zinterstore" | "zdiffstore" | "bzmpop" => Some(2),
+        "blmpop" | "zunionstore" | "zinterstore" | "zdiffstore" | "bzmpop" | "eval" | "evalsha"
+        | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => Some(2),
         _ => None,
     };
     if spec.name == "memory" {

@@ -366,6 +366,12 @@ fn hostile_arguments_get_one_reply_each_and_never_panic() {
         let input = encode(&args);
         let mut out = Vec::new();
         let (_, step) = s.feed(&input, &mut out, &mut memory);
+        if let Step::Script(call) = step {
+            // A script command runs on the engine; here, in place.
+            out.extend_from_slice(&call.run_here(&mut memory, true));
+            assert_eq!(replies(&out), 1, "{args:?}");
+            continue;
+        }
         if let Step::Block(_) = step {
             // Retried later; drop the wait.
             std::thread::sleep(std::time::Duration::from_millis(2));
@@ -388,4 +394,62 @@ fn hostile_arguments_get_one_reply_each_and_never_panic() {
             s.feed(&encode(&[b"DISCARD"]), &mut out, &mut memory);
         }
     }
+}
+
+/// Sends one request and, when it is a script command, runs it on this
+/// thread as the engine thread would.
+fn send_script(session: &mut Session, memory: &mut Memory, args: &[&[u8]]) -> String {
+    let (mut out, step) = send(session, memory, args);
+    if let Step::Script(call) = step {
+        out.extend_from_slice(&call.run_here(memory, true));
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn scripts_run_through_the_dispatcher() {
+    let mut memory = Memory::new();
+    let mut s = session();
+    let mut say = |args: &[&[u8]]| send_script(&mut s, &mut memory, args);
+    assert_eq!(
+        say(&[
+            b"EVAL",
+            b"redis.call('set', KEYS[1], ARGV[1]) return redis.call('incr', KEYS[1])",
+            b"1",
+            b"n",
+            b"41"
+        ]),
+        ":42\r\n"
+    );
+    assert_eq!(say(&[b"GET", b"n"]), "$2\r\n42\r\n");
+    let sha = crate::scripting::lua::sha1_hex(b"return redis.call('get', KEYS[1])");
+    assert_eq!(
+        say(&[b"SCRIPT", b"LOAD", b"return redis.call('get', KEYS[1])"]),
+        format!("$40\r\n{sha}\r\n")
+    );
+    assert_eq!(
+        say(&[b"EVALSHA", sha.as_bytes(), b"1", b"n"]),
+        "$2\r\n42\r\n"
+    );
+    assert_eq!(
+        say(&[
+            b"FUNCTION",
+            b"LOAD",
+            b"#!lua name=lib\nredis.register_function('double', function(keys) \
+              return redis.call('incrby', keys[1], redis.call('get', keys[1])) end)"
+        ]),
+        "$3\r\nlib\r\n"
+    );
+    assert_eq!(say(&[b"FCALL", b"double", b"1", b"n"]), ":84\r\n");
+    assert_eq!(
+        say(&[b"FCALL_RO", b"double", b"1", b"n"]),
+        "-ERR Can not execute a script with write flag using *_ro command.\r\n"
+    );
+    // Inside MULTI a script is queued and runs in EXEC.
+    assert_eq!(say(&[b"MULTI"]), "+OK\r\n");
+    assert_eq!(
+        say(&[b"EVAL", b"return redis.call('incr', 'n')", b"0"]),
+        "+QUEUED\r\n"
+    );
+    assert_eq!(say(&[b"EXEC"]), "*1\r\n:85\r\n");
 }

@@ -8,6 +8,7 @@
 //! list    bin "list"  list [element, …]
 //! set     bin "set"   map  {member: nil}
 //! zset    bin "zset"  map  {member: score (double)}
+//! stream  bin "stream" map (crate::streams has the layout)
 //! expiry  bin "pexp"  integer: absolute expiry, ms since the Unix epoch
 //! ```
 //!
@@ -35,6 +36,7 @@ pub enum Value {
     Set(BTreeSet<Vec<u8>>),
     /// member → score.
     ZSet(BTreeMap<Vec<u8>, f64>),
+    Stream(Box<crate::streams::Stream>),
 }
 
 impl Value {
@@ -46,6 +48,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -57,6 +60,8 @@ impl Value {
             Value::List(list) => list.is_empty(),
             Value::Set(set) => set.is_empty(),
             Value::ZSet(zset) => zset.is_empty(),
+            // An empty stream keeps its key, as in Redis.
+            Value::Stream(_) => false,
         }
     }
 
@@ -100,6 +105,7 @@ impl Value {
                 }
                 (BIN_ZSET, particle::MAP, out)
             }
+            Value::Stream(stream) => (crate::streams::BIN_STREAM, particle::MAP, stream.encode()),
         }
     }
 
@@ -171,13 +177,16 @@ impl Value {
                 }
                 Some(Value::ZSet(zset))
             }
+            crate::streams::BIN_STREAM => {
+                crate::streams::Stream::decode(bytes).map(|s| Value::Stream(Box::new(s)))
+            }
             _ => None,
         }
     }
 }
 
 /// A map's entry count, skipping the ext header an ordered map starts with.
-fn map_len(reader: &mut Reader<'_>) -> Option<u32> {
+pub(crate) fn map_len(reader: &mut Reader<'_>) -> Option<u32> {
     let n = match reader.item().ok()? {
         Item::Map(n) => n,
         _ => return None,
@@ -211,7 +220,7 @@ fn scalar(reader: &mut Reader<'_>) -> Option<Vec<u8>> {
     })
 }
 
-fn map_header(out: &mut Vec<u8>, n: usize) {
+pub(crate) fn map_header(out: &mut Vec<u8>, n: usize) {
     if n < 16 {
         out.push(0x80 | n as u8);
     } else if n <= 0xffff {
@@ -223,7 +232,7 @@ fn map_header(out: &mut Vec<u8>, n: usize) {
     }
 }
 
-fn array_header(out: &mut Vec<u8>, n: usize) {
+pub(crate) fn array_header(out: &mut Vec<u8>, n: usize) {
     if n < 16 {
         out.push(0x90 | n as u8);
     } else if n <= 0xffff {
@@ -236,7 +245,7 @@ fn array_header(out: &mut Vec<u8>, n: usize) {
 }
 
 /// Bytes as a msgpack string with Aerospike's particle prefix.
-fn string(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn string(out: &mut Vec<u8>, bytes: &[u8]) {
     let prefix = if std::str::from_utf8(bytes).is_ok() {
         particle::STRING
     } else {

@@ -113,6 +113,25 @@ pub fn run(config: Config) -> Result<(), String> {
             .unwrap_or_default(),
         config.redis_port.unwrap_or(0),
     ));
+    // Scripts and function libraries go to every node of the cluster, and
+    // the libraries are kept in the work directory.
+    {
+        let cluster = Arc::clone(&node.cluster);
+        redis_shared
+            .scripts
+            .set_spread(Arc::new(move |module, key, value, deleted| {
+                cluster.cluster.share(module, key, value, deleted)
+            }));
+        if let Some(directory) = &config.work_directory {
+            redis_shared
+                .scripts
+                .set_save_path(directory.join("redis-functions.rdb"));
+        }
+        let _ = node
+            .cluster
+            .redis_scripts
+            .set(Arc::clone(&redis_shared.scripts));
+    }
     // Only a node configured to cluster listens for other nodes.
     let service = &node.cluster.cluster;
     let (fabric_listener, heartbeat_listener) = if config.clustering {

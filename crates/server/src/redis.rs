@@ -320,7 +320,7 @@ pub async fn serve(
     context.counters.connections_closed.fetch_add(1, Relaxed);
 }
 
-async fn run(context: &Context, shared: Arc<Shared>, mut connection: Connection, id: u64) {
+async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connection, id: u64) {
     let peer = connection.peer_addr().ok();
     let local = connection.local_addr().ok();
     let show =
@@ -352,7 +352,7 @@ async fn run(context: &Context, shared: Arc<Shared>, mut connection: Connection,
             }
         }
         let mut backend = Backend {
-            context,
+            context: context.as_ref(),
             shared: &shared,
             peer,
             caller: &mut caller,
@@ -430,8 +430,72 @@ async fn run(context: &Context, shared: Arc<Shared>, mut connection: Connection,
                 }
             }
             Step::Close => return,
+            Step::Script(call) => {
+                let Some((reply, replicating, waits)) =
+                    run_script(context, &shared, peer, &caller, &login, call).await
+                else {
+                    output.extend_from_slice(b"-ERR the script engine stopped\r\n");
+                    continue;
+                };
+                // The script's writes reach their replicas (and the
+                // device, with commit-to-device) before its reply goes.
+                for remote in replicating {
+                    let _ = context.remote.complete(remote).await;
+                }
+                for wait in waits {
+                    if wait.wait().await.is_err() {
+                        return;
+                    }
+                }
+                output.extend_from_slice(&reply);
+            }
         }
     }
+}
+
+/// What a script's run on the engine thread hands back: its reply, its
+/// writes still to replicate, and its writes still to reach the device.
+type ScriptDone = (Vec<u8>, Vec<Remote>, Vec<bolide_store::CommitWait>);
+
+/// Runs a script command on the node's script engine thread, with the
+/// connection's identity; the event loop serves its other connections
+/// meanwhile (they may be answered BUSY, or send SCRIPT KILL).
+async fn run_script(
+    context: &Arc<Context>,
+    shared: &Arc<Shared>,
+    peer: Option<std::net::SocketAddr>,
+    caller: &Caller,
+    login: &Option<Arc<bolide_security::Session>>,
+    call: Box<bolide_redis::scripting::Call>,
+) -> Option<ScriptDone> {
+    let (sender, receiver) = tokio::sync::oneshot::channel::<ScriptDone>();
+    let context = Arc::clone(context);
+    let job_shared = Arc::clone(shared);
+    let mut caller = caller.clone();
+    let mut login = login.clone();
+    shared.scripts.submit(Box::new(move |engine| {
+        let mut scratch = Scratch::default();
+        let mut backend = Backend {
+            context: context.as_ref(),
+            shared: &job_shared,
+            peer,
+            caller: &mut caller,
+            login: &mut login,
+            scratch: &mut scratch,
+            replicating: Vec::new(),
+        };
+        let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            call.run(engine, &mut backend, true)
+        }))
+        .unwrap_or_else(|_| {
+            tracing::error!(?peer, "redis: a script failed unexpectedly");
+            b"-ERR internal error\r\n".to_vec()
+        });
+        let replicating = std::mem::take(&mut backend.replicating);
+        let waits = scratch.take_commit_waits();
+        let _ = sender.send((reply, replicating, waits));
+    }));
+    receiver.await.ok()
 }
 
 /// Reads what the client sent; false if it left or sent too much.

@@ -153,6 +153,9 @@ pub struct Context {
     pub cluster: ClusterService,
     /// A secured node's users and roles (metadata module `security`).
     pub security: std::sync::OnceLock<Arc<bolide_security::Security>>,
+    /// The Redis port's scripts and function libraries (metadata modules
+    /// `redis-script` and `redis-function`).
+    pub redis_scripts: std::sync::OnceLock<Arc<bolide_redis::scripting::Scripts>>,
 }
 
 impl Context {
@@ -168,6 +171,7 @@ impl Context {
             services,
             cluster,
             security: std::sync::OnceLock::new(),
+            redis_scripts: std::sync::OnceLock::new(),
         })
     }
 

@@ -421,6 +421,11 @@ pub fn apply_metadata(node: &Node, item: &Item) {
         "sindex" => apply_sindex(node, item),
         "udf" => apply_udf(node, item),
         super::security::MODULE => super::security::apply(node, item),
+        bolide_redis::scripting::SCRIPT_MODULE | bolide_redis::scripting::FUNCTION_MODULE => {
+            if let Some(scripts) = node.redis_scripts.get() {
+                scripts.apply_shared(&item.module, &item.key, &item.value, item.deleted);
+            }
+        }
         _ => {}
     }
 }
