@@ -60,6 +60,9 @@ class Node:
         self.proc: Optional[subprocess.Popen] = None
         self.seed_heartbeat = seed_heartbeat
         self.redis_port: Optional[int] = None
+        # More heartbeat directives for this node alone (test knobs such as
+        # test-clock-offset-ms), written at its next start.
+        self.heartbeat_extra: Dict[str, str] = {}
         self._log = None
 
     def alive(self) -> bool:
@@ -86,7 +89,11 @@ class LocalCluster:
         http: bool = False,
         storage_extra: Optional[Dict[str, str]] = None,
         redis: bool = False,
+        seed_every_node: bool = False,
     ):
+        # Every node lists every other node as a mesh seed (so that any two
+        # can find each other while the first is down).
+        self.seed_every_node = seed_every_node
         # Each node also serves the Redis protocol on its redis_port.
         self.redis = redis
         # More directives of the storage-engine device block.
@@ -151,9 +158,13 @@ class LocalCluster:
             f"        address {node.host}",
             f"        port {node.heartbeat_port}",
         ]
-        if node.seed_heartbeat is not None:
+        if self.seed_every_node:
+            for other in self.nodes:
+                if other is not node:
+                    lines.append(f"        mesh-seed-address-port {other.host} {other.heartbeat_port}")
+        elif node.seed_heartbeat is not None:
             lines.append(f"        mesh-seed-address-port {node.seed_host} {node.seed_heartbeat}")
-        for k, v in self.heartbeat.items():
+        for k, v in {**self.heartbeat, **node.heartbeat_extra}.items():
             lines.append(f"        {k} {v}")
         lines += [
             "    }",

@@ -124,10 +124,11 @@ def proposal(kind: int, sender: int, sequence: int, proposer: int, key: int, suc
 def namespace_versions(name: str, replication_factor: int, version_bits: int = 0,
                        regime: int = 0, rack_id: int = 0) -> bytes:
     """Every partition at one version (one run), then the sender's regime
-    of the namespace (0: AP) and its rack-id (0: none)."""
+    of the namespace (0: AP), its rack-id (0: none), its partition
+    witnesses (none: an AP sender's) and no staged roster."""
     return (string(name) + u8(replication_factor)
             + listed([(version_bits, PARTITION_COUNT)], lambda run: u64(run[0]) + u16(run[1]))
-            + u32(regime) + u32(rack_id))
+            + u32(regime) + u32(rack_id) + listed([]) + u8(0))
 
 
 def exchange_commit(sender: int, key: int, members) -> bytes:

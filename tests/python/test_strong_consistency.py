@@ -357,3 +357,336 @@ def test_split_minority_acknowledges_nothing_and_heals_without_revive():
     verdict = [line for line in result.stdout.splitlines() if line.startswith("FAILED:")]
     assert result.returncode == 0, output[-6000:] + "\n" + "\n".join(verdict)
     assert "healed: no minority write acknowledged" in output, output[-3000:] + "\n" + "\n".join(verdict)
+
+
+EXPUNGE_UDF = """
+function drop(rec)
+    aerospike:remove(rec)
+    return 0
+end
+"""
+
+
+def test_expunges_are_refused_in_every_form(sc_cluster, tmp_path):
+    """A delete that leaves no tombstone (no durable_delete) is refused with
+    22 in an SC namespace, however it comes: a single delete, a batch
+    delete, an operate whose delete op (or last bin removed) deletes the
+    record, a record UDF's aerospike:remove. Durable, each goes through;
+    the refused ones change nothing."""
+    from aerospike_helpers.operations import operations
+    from aerospike_helpers.batch import records as batch_records
+    c = sc_cluster
+    form_roster(c, [0, 1, 2])
+    client = c.client()
+    module = tmp_path / "sc_expunge.lua"
+    module.write_text(EXPUNGE_UDF)
+    client.udf_put(str(module))
+    wait_for(lambda: all("sc_expunge.lua" in c.info(i, "udf-list") for i in range(3)),
+             "the module on every node")
+    keys = [("test", "x", f"k{i}") for i in range(6)]
+    for key in keys:
+        put_settled(client, key, {"v": 1, "w": 2})
+    durable = {"durable_delete": True}
+
+    def refused(call):
+        with pytest.raises(ex.AerospikeError) as error:
+            call()
+        assert error.value.code == 22, error.value
+
+    refused(lambda: client.remove(keys[0]))
+    refused(lambda: client.operate(keys[1], [operations.delete()]))
+    refused(lambda: client.operate(keys[2], [operations.write("v", None), operations.write("w", None)]))
+    refused(lambda: client.remove_bin(keys[3], ["v", "w"]))
+    refused(lambda: client.apply(keys[4], "sc_expunge", "drop", []))
+    batch = client.batch_remove([keys[5]])
+    assert batch.batch_records[0].result == 22, batch.batch_records[0].result
+    # Nothing was deleted.
+    for key in keys:
+        assert client.get(key)[2] == {"v": 1, "w": 2}, key
+
+    # The same, durable: every one deletes.
+    client.remove(keys[0], policy=durable)
+    client.operate(keys[1], [operations.delete()], policy=durable)
+    client.operate(keys[2], [operations.write("v", None), operations.write("w", None)], policy=durable)
+    client.remove_bin(keys[3], ["v", "w"], policy=durable)
+    client.apply(keys[4], "sc_expunge", "drop", [], policy=durable)
+    batch = client.batch_remove([keys[5]], policy_batch_remove=durable)
+    assert batch.batch_records[0].result == 0, batch.batch_records[0].result
+    for key in keys:
+        with pytest.raises(ex.RecordNotFound):
+            client.get(key)
+
+
+def partition_holders(cluster, nodes):
+    """Per partition, the set of nodes claiming it in `replicas` (either
+    column), as the given nodes answer."""
+    import base64
+    holders = [set() for _ in range(4096)]
+    for index in nodes:
+        for ns in cluster.info(index, "replicas").split(";"):
+            name, rest = ns.split(":", 1)
+            if name != "test":
+                continue
+            for bitmap in rest.split(",")[2:]:
+                bits = base64.b64decode(bitmap)
+                for pid in range(4096):
+                    if bits[pid >> 3] & (0x80 >> (pid & 7)):
+                        holders[pid].add(index)
+    return holders
+
+
+def pid_of(key):
+    digest = aerospike.calc_digest(*key[:2], key[2])
+    return (digest[0] | digest[1] << 8) & 0xFFF
+
+
+def test_every_copy_lost_uncleanly_is_dead_until_revived():
+    """Without commit-to-device, a kill -9 may lose what a node acknowledged:
+    its copies come back untrusted. A clean stop (SIGTERM) loses nothing and
+    its copies are trusted. With every roster node back, a partition whose
+    every copy came back untrusted is dead (not served with what is left);
+    `revive:` on every node, then `recluster:`, serves it again."""
+    with LocalCluster(3, namespace=SC, storage="device") as c:
+        c.start_all()
+        c.wait_formed()
+        form_roster(c, [0, 1, 2])
+        client = c.client()
+        keys = [("test", "d", i) for i in range(300)]
+        for i, key in enumerate(keys):
+            put_settled(client, key, {"v": i})
+        c.wait_stable()
+        linearize = {"read_mode_sc": aerospike.POLICY_READ_MODE_SC_LINEARIZE}
+
+        # Clean stops of two nodes lose nothing: nothing is dead.
+        c.stop(0)
+        c.stop(1)
+        c.start(0)
+        c.start(1)
+        c.wait_formed()
+        wait_for(lambda: all(c.ns_stats(i)["unavailable_partitions"] == "0" for i in range(3)),
+                 "every partition available after clean restarts")
+        assert all(c.ns_stats(i)["dead_partitions"] == "0" for i in range(3))
+        client = c.client()
+        for i, key in enumerate(keys[:60]):
+            assert get_settled(client, key, policy=linearize)[2] == {"v": i}
+        c.wait_stable()
+
+        # kill -9 of both holders of a third of the partitions.
+        holders = partition_holders(c, range(3))
+        lost = {pid for pid in range(4096) if holders[pid] == {0, 1}}
+        assert 1000 < len(lost) < 1800, len(lost)
+        c.kill(0)
+        c.kill(1)
+        c.start(0)
+        c.start(1)
+        c.wait_formed()
+        wait_for(lambda: all(c.ns_stats(i)["dead_partitions"] == str(len(lost)) for i in range(3)),
+                 f"{len(lost)} dead partitions on every node")
+        for i in range(3):
+            stats = c.ns_stats(i)
+            assert stats["unavailable_partitions"] == "0", stats
+        client = c.client()
+        dead_key = next(key for key in keys if pid_of(key) in lost)
+        live_key = next(key for key in keys if pid_of(key) not in lost)
+        # A dead partition serves nothing; the others everything.
+        with pytest.raises(ex.AerospikeError) as error:
+            client.put(dead_key, {"v": -1}, policy={"max_retries": 0})
+        assert error.value.code in (11, -8), error.value
+        assert get_settled(client, live_key, policy=linearize)[2] == {"v": keys.index(live_key)}
+
+        # revive: on every node, then recluster: served again, with what
+        # the copies kept (the writes may or may not be there).
+        for i in range(3):
+            assert c.info(i, "revive:namespace=test") == "ok"
+        answers = {c.info(i, "recluster:") for i in range(3)}
+        assert "ok" in answers, answers
+        wait_for(lambda: all(c.ns_stats(i)["dead_partitions"] == "0"
+                             and c.ns_stats(i)["unavailable_partitions"] == "0" for i in range(3)),
+                 "revived partitions served")
+        client = c.client()
+        put_settled(client, dead_key, {"v": "again"})
+        assert get_settled(client, dead_key, policy=linearize)[2] == {"v": "again"}
+        for key in keys:
+            if pid_of(key) in lost and key != dead_key:
+                try:
+                    bins = get_settled(client, key, policy=linearize)[2]
+                    assert bins == {"v": keys.index(key)}, (key, bins)
+                except ex.RecordNotFound:
+                    pass
+
+
+def test_unreplicated_record_survives_its_masters_restart():
+    """A write whose copy cannot reach the replica (killed) is in doubt and
+    unreplicated on the master, which alone cannot serve the partition
+    (the third node is stopped). The master is killed too, and both come
+    back with their data (commit-to-device): both copies are the
+    partition's, the master's with the record only it has. The restart
+    lists that record as unreplicated again, so the read that sees it
+    copies it to the replica first, and the value read survives the
+    master's loss."""
+    with LocalCluster(3, namespace=SC, storage="device", storage_extra={"commit-to-device": "true"},
+                      seed_every_node=True) as c:
+        c.start_all()
+        c.wait_formed()
+        restarted_master_keeps_its_unreplicated_record(c)
+
+
+def restarted_master_keeps_its_unreplicated_record(c):
+    form_roster(c, [0, 1, 2])
+    client = c.client()
+    key = next(k for k in (("test", "m", i) for i in range(2000))
+               if partition_holders_of(c, k) == (0, 1))
+    put_settled(client, key, {"v": 1})
+    c.wait_stable()
+    # Node 2 leaves cleanly: {0, 1} serve the key's partition.
+    c.stop(2)
+    c.wait_formed(nodes=[0, 1])
+    put_settled(client, key, {"v": 1})
+    # The replica dies: the write's copy cannot reach it before the map
+    # changes (node 0 alone serves nothing): in doubt.
+    c.kill(1)
+    with pytest.raises(ex.AerospikeError) as error:
+        client.put(key, {"v": 2}, policy={"total_timeout": 5000, "socket_timeout": 5000,
+                                          "max_retries": 0})
+    assert error.value.code == 9 and error.value.in_doubt, error.value
+    c.kill(0)
+    c.start(0)
+    c.start(1)
+    c.wait_formed(nodes=[0, 1])
+    assert "copied again before they are served" in c.nodes[0].log_text()
+    client = c.client()
+    linearize = {"read_mode_sc": aerospike.POLICY_READ_MODE_SC_LINEARIZE}
+    assert get_settled(client, key, policy=linearize, timeout=20)[2] == {"v": 2}
+    # The replica has it: losing the master loses nothing read.
+    c.kill(0)
+    c.start(2)
+    c.wait_formed(nodes=[1, 2])
+    client = c.client(seed=1)
+    assert get_settled(client, key, policy=linearize, timeout=20)[2] == {"v": 2}
+
+
+def partition_holders_of(cluster, key):
+    """(master, replica) of a key, or None while they are not both known."""
+    try:
+        return holders(cluster, key)
+    except AssertionError:
+        return None
+
+
+def test_clock_skew_stops_writes_until_it_is_gone(sc_cluster):
+    """A node whose clock is 30 s off (test-clock-offset-ms, a test knob
+    that moves the clock a node puts in its heartbeats) takes the
+    cluster's skew past 20 s: every node refuses writes with 22 and says so
+    (cluster_clock_skew_ms, clock_skew_stop_writes); reads go on. Once the
+    clocks agree again, writes go through."""
+    c = sc_cluster
+    form_roster(c, [0, 1, 2])
+    client = c.client()
+    keys = [("test", "skew", i) for i in range(30)]
+    for key in keys:
+        put_settled(client, key, {"v": 1})
+    assert int(c.stats(0)["cluster_clock_skew_stop_writes_sec"]) == 20
+    c.stop(2)
+    c.nodes[2].heartbeat_extra["test-clock-offset-ms"] = "30000"
+    c.start(2)
+    c.wait_formed()
+    wait_for(lambda: all(c.ns_stats(i)["clock_skew_stop_writes"] == "true" for i in range(3)),
+             "writes stopped on every node")
+    assert int(c.stats(0)["cluster_clock_skew_ms"]) >= 20000, c.stats(0)
+    assert c.stats(0)["cluster_clock_skew_outliers"] == "A3", c.stats(0)
+    client = c.client()
+    codes = set()
+    for key in keys:
+        with pytest.raises(ex.AerospikeError) as error:
+            client.put(key, {"v": 2}, policy={"max_retries": 0})
+        codes.add(error.value.code)
+    assert codes == {22}, codes
+    for key in keys:
+        assert get_settled(client, key)[2] == {"v": 1}
+    c.stop(2)
+    del c.nodes[2].heartbeat_extra["test-clock-offset-ms"]
+    c.start(2)
+    c.wait_formed()
+    wait_for(lambda: all(c.ns_stats(i)["clock_skew_stop_writes"] == "false" for i in range(3)),
+             "writes allowed again")
+    assert int(c.stats(0)["cluster_clock_skew_ms"]) < 20000
+    for key in keys:
+        put_settled(client, key, {"v": 3})
+        assert get_settled(client, key)[2] == {"v": 3}
+
+
+def test_redis_commands_copy_an_unreplicated_record_first():
+    """The Redis port on an SC namespace: a key whose last write did not
+    reach its replica (paused) is unreplicated on the master. A GET or an
+    INCR of it waits while the master copies it to the replica (resumed
+    meanwhile), then runs, as Aerospike serves such a record: no TRYAGAIN."""
+    import threading
+    import redis
+    from redis.crc import key_slot
+    # The replica is paused for about a second at a time: well within a
+    # heartbeat timeout of 3 s (20 x 150 ms), so the cluster stays as it is.
+    with LocalCluster(3, namespace=SC, storage="device", storage_extra={"commit-to-device": "true"},
+                      redis=True, heartbeat={"timeout": "20"},
+                      service={"transaction-max-ms": "500"}) as c:
+        c.start_all()
+        c.wait_formed()
+        form_roster(c, [0, 1, 2])
+        key = "sc-unreplicated"
+        pid = key_slot(key.encode()) // 4
+        holders = partition_holders(c, range(3))[pid]
+        assert len(holders) == 2, holders
+        c.wait_stable()
+        masters = [i for i in holders if pid_claimed_as_master(c, i, pid)]
+        assert len(masters) == 1, masters
+        master = masters[0]
+        replica = next(i for i in holders if i != master)
+        r = redis.Redis(host=c.nodes[master].host, port=c.nodes[master].redis_port, protocol=2)
+        assert r.set(key, "1")
+
+        def unreplicated(value):
+            # The copy cannot reach the paused replica: the write stays
+            # listed on the master.
+            c.pause(replica)
+            try:
+                r.set(key, value)
+            except redis.exceptions.ResponseError:
+                pass
+            assert c.ns_stats(master)["unreplicated_records"] == "1"
+            threading.Timer(0.4, c.resume, args=(replica,)).start()
+
+        unreplicated("2")
+        started = time.monotonic()
+        assert r.get(key) == b"2"
+        assert time.monotonic() - started >= 0.3  # it waited for the copy
+        assert c.ns_stats(master)["unreplicated_records"] == "0"
+        c.wait_formed()
+
+        unreplicated("5")
+        assert r.incr(key) == 6
+        assert c.ns_stats(master)["unreplicated_records"] == "0"
+        # The replica has every write: it serves them once the master dies.
+        c.kill(master)
+        c.wait_formed(timeout=30)
+        port = c.nodes[replica].redis_port
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert redis.Redis(host=c.nodes[replica].host, port=port, protocol=2).get(key) == b"6"
+                break
+            except redis.exceptions.MovedError as error:
+                port = error.port
+            except redis.exceptions.ResponseError:
+                # TRYAGAIN while the map moves.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def pid_claimed_as_master(cluster, index, pid):
+    import base64
+    for ns in cluster.info(index, "replicas").split(";"):
+        name, rest = ns.split(":", 1)
+        if name == "test":
+            bits = base64.b64decode(rest.split(",")[2])
+            return bool(bits[pid >> 3] & (0x80 >> (pid & 7)))
+    return False

@@ -27,6 +27,7 @@ pub mod partitions;
 pub mod plan;
 pub mod routing;
 pub mod sc;
+pub mod skew;
 pub mod version;
 
 pub use message::{Endpoint, Envelope, Message};

@@ -89,6 +89,12 @@ pub struct NamespaceVersions {
     pub regime: u32,
     /// The sender's `rack-id` for the namespace (0: none).
     pub rack_id: u32,
+    /// (SC) per partition, the last rebalance at which the sender saw it
+    /// available (empty for AP).
+    pub witnesses: Vec<crate::sc::Witness>,
+    /// (SC) the sender's staged roster (metadata module `roster`): every
+    /// member adopts the latest one at the commit.
+    pub pending_roster: Option<crate::metadata::Item>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -442,6 +448,22 @@ fn write_namespace_versions(w: &mut Writer<'_>, ns: &NamespaceVersions) {
     });
     w.u32(ns.regime);
     w.u32(ns.rack_id);
+    let mut runs: Vec<(crate::sc::Witness, u16)> = Vec::new();
+    for &witness in &ns.witnesses {
+        match runs.last_mut() {
+            Some((last, count)) if *last == witness => *count += 1,
+            _ => runs.push((witness, 1)),
+        }
+    }
+    w.list(&runs, |w, (witness, count)| {
+        w.u32(witness.regime);
+        w.u64(witness.key);
+        w.u16(*count);
+    });
+    w.bool(ns.pending_roster.is_some());
+    if let Some(item) = &ns.pending_roster {
+        item.write(w);
+    }
 }
 
 fn read_namespace_versions(r: &mut Reader<'_>) -> Result<NamespaceVersions, CodecError> {
@@ -470,12 +492,38 @@ fn read_namespace_versions(r: &mut Reader<'_>) -> Result<NamespaceVersions, Code
     if rack_id > crate::sc::RACK_ID_MAX {
         return Err(CodecError::Invalid("rack id"));
     }
+    let runs = r.list(14, |r| {
+        Ok((
+            crate::sc::Witness {
+                regime: r.u32()?,
+                key: r.u64()?,
+            },
+            r.u16()?,
+        ))
+    })?;
+    let mut witnesses = Vec::new();
+    for (witness, count) in runs {
+        if count == 0 || witnesses.len() + usize::from(count) > PARTITION_COUNT {
+            return Err(CodecError::Invalid("witness runs"));
+        }
+        witnesses.extend(std::iter::repeat_n(witness, usize::from(count)));
+    }
+    if !witnesses.is_empty() && witnesses.len() != PARTITION_COUNT {
+        return Err(CodecError::Invalid("witness count"));
+    }
+    let pending_roster = if r.bool()? {
+        Some(crate::metadata::Item::read(r)?)
+    } else {
+        None
+    };
     Ok(NamespaceVersions {
         name: name.to_owned(),
         replication_factor,
         versions,
         regime,
         rack_id,
+        witnesses,
+        pending_roster,
     })
 }
 
@@ -494,12 +542,26 @@ mod tests {
         let mut versions = vec![Version::NULL; PARTITION_COUNT];
         versions[5] = Version::full(0xABC).with_master(true);
         versions[6] = Version::partial(0xABC);
+        let mut witnesses = vec![crate::sc::Witness::NONE; PARTITION_COUNT];
+        witnesses[5] = crate::sc::Witness {
+            regime: 7,
+            key: 0xABC,
+        };
         let ns = NamespaceVersions {
             name: "test".into(),
             replication_factor: 2,
             versions,
             regime: 7,
             rack_id: 2,
+            witnesses,
+            pending_roster: Some(crate::metadata::Item {
+                module: "roster".into(),
+                key: "test".into(),
+                value: "A1,A2".into(),
+                generation: 3,
+                timestamp_ms: 1_700_000_000_000,
+                deleted: false,
+            }),
         };
         let id = ProposalId {
             sequence: 9,

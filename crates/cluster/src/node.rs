@@ -10,7 +10,8 @@ use crate::metadata::{Item, Metadata};
 use crate::partitions::{Effects, Emigration, NamespaceState};
 use crate::plan::{self, Member};
 use crate::routing::{flag, ConflictPolicy, Route, Routing};
-use crate::sc::{self, Availability, Roster, RosterOrders};
+use crate::sc::{self, Availability, Roster, RosterOrders, Witness};
+use crate::skew::SkewMonitor;
 use crate::version::Version;
 use crate::NodeId;
 use bolide_types::PARTITION_COUNT;
@@ -38,6 +39,12 @@ pub struct NamespaceConfig {
     /// partition's replicas over the racks members name; SC takes racks
     /// from the roster (`node@rack`).
     pub rack_id: u32,
+    /// (SC) per partition, the last rebalance at which this node saw it
+    /// available, as saved (empty: none saved).
+    pub witnesses: Vec<Witness>,
+    /// (AP) nsup runs (`nsup-period` not 0): writes stop past 40 s of
+    /// clock skew, as Aerospike's nsup stops them.
+    pub nsup: bool,
 }
 
 impl NamespaceConfig {
@@ -51,6 +58,8 @@ impl NamespaceConfig {
             roster: Roster::default(),
             regime: 0,
             rack_id: 0,
+            witnesses: Vec::new(),
+            nsup: false,
         }
     }
 }
@@ -67,6 +76,26 @@ pub struct ScState {
     /// some roster nodes missing (unavailable), or all present (dead).
     pub unavailable: u64,
     pub dead: u64,
+    /// Writes refused (22) while the cluster's clock skew is past the
+    /// namespace's limit.
+    pub clock_skew_stop_writes: bool,
+}
+
+/// (SC) A namespace's lineage on this node: what each partition's copies
+/// are judged by at a rebalance, and what must be saved before a map is
+/// used. Kept out of [`ScState`], which statistics copy often.
+#[derive(Clone, Debug, Default)]
+struct Lineage {
+    /// Per partition, the last rebalance at which this node saw it
+    /// available (empty for AP).
+    witnesses: Vec<Witness>,
+    /// Per partition, the verdict of the last rebalance.
+    verdicts: Vec<Availability>,
+    /// The active roster's orders (computed once per roster).
+    orders: Option<(Roster, RosterOrders)>,
+    /// Versions changed since the last save (a migration ended, a
+    /// revive): saved at the next tick.
+    unsaved: bool,
 }
 
 /// The metadata module that carries each SC namespace's pending roster.
@@ -125,13 +154,18 @@ pub enum Action {
     },
     /// A cluster-wide metadata item changed: apply (and persist) it.
     Metadata(Item),
-    /// (SC) a namespace's active roster or regime changed: persist them
-    /// before anything else (a regime must never go down, even across
-    /// restarts).
+    /// (SC) a namespace's active roster, regime, partition versions or
+    /// witnesses changed: persist them before anything else (a regime must
+    /// never go down, even across restarts; a map must not be used before
+    /// the witnesses of its rebalance are kept). `versions` are as a
+    /// restart may trust them: a copy this node will give up (it is not a
+    /// replica of the map) is saved as a subset.
     SaveSc {
         namespace: usize,
         roster: Roster,
         regime: u32,
+        versions: Vec<Version>,
+        witnesses: Vec<Witness>,
     },
     Log(Level, String),
 }
@@ -207,6 +241,13 @@ pub struct Status {
     pub pending_sample: Vec<String>,
     /// Per namespace, the racks of the map in force and this node's.
     pub racks: Vec<NamespaceRacks>,
+    /// Clock skew between the members (ms), as heartbeats show it.
+    pub clock_skew_ms: u64,
+    /// The skew at which strong-consistency writes stop (ms).
+    pub clock_skew_stop_writes_ms: u64,
+    /// Members whose clocks stand apart from the others' (while the skew
+    /// is past a limit).
+    pub clock_skew_outliers: Vec<NodeId>,
 }
 
 /// A namespace's racks, as `racks:` and `rack-ids` report them.
@@ -254,6 +295,10 @@ pub struct ClusterNode {
     /// by, and the rack it sent (both aligned with `plan_members`).
     plan_racks: Vec<Vec<u32>>,
     plan_racks_sent: Vec<Vec<u32>>,
+    lineage: Vec<Lineage>,
+    /// Per namespace: nsup runs (AP skew rule).
+    nsup: Vec<bool>,
+    skew: SkewMonitor,
     entropy: Box<dyn Entropy>,
     actions: Vec<Action>,
     generation: i64,
@@ -309,12 +354,14 @@ impl ClusterNode {
             .iter()
             .zip(versions)
             .map(|(ns, versions)| {
-                NamespaceState::new(
+                let mut state = NamespaceState::new(
                     ns.name.clone(),
                     ns.replication_factor,
                     ns.conflict_policy,
                     versions,
-                )
+                );
+                state.strong_consistency = ns.strong_consistency;
+                state
             })
             .collect();
         ClusterNode {
@@ -341,8 +388,25 @@ impl ClusterNode {
                     },
                     unavailable: PARTITION_COUNT as u64,
                     dead: 0,
+                    clock_skew_stop_writes: false,
                 })
                 .collect(),
+            lineage: config
+                .namespaces
+                .iter()
+                .map(|ns| Lineage {
+                    witnesses: match ns.strong_consistency {
+                        true if ns.witnesses.len() == PARTITION_COUNT => ns.witnesses.clone(),
+                        true => vec![Witness::NONE; PARTITION_COUNT],
+                        false => Vec::new(),
+                    },
+                    verdicts: vec![Availability::Unavailable; PARTITION_COUNT],
+                    orders: None,
+                    unsaved: false,
+                })
+                .collect(),
+            nsup: config.namespaces.iter().map(|ns| ns.nsup).collect(),
+            skew: SkewMonitor::new(config.heartbeat_interval_ms, config.heartbeat_timeout),
             entropy,
             actions: Vec::new(),
             generation: -1,
@@ -381,6 +445,9 @@ impl ClusterNode {
             rack_ids: self.rack_ids.clone(),
             plan_racks: self.plan_racks.clone(),
             plan_racks_sent: self.plan_racks_sent.clone(),
+            lineage: self.lineage.clone(),
+            nsup: self.nsup.clone(),
+            skew: self.skew.clone(),
             entropy,
             actions: self.actions.clone(),
             generation: self.generation,
@@ -464,6 +531,9 @@ impl ClusterNode {
             self.actions.push(Action::Disconnect(endpoint));
         }
         self.update_peers();
+        self.skew.tick(now_ms, clock_ms);
+        self.check_clock_skew(now_ms);
+        self.save_changed_lineage();
         self.publish_if_dirty();
     }
 
@@ -472,6 +542,8 @@ impl ClusterNode {
         let from = envelope.from;
         match envelope.message {
             Message::Pulse(pulse) => {
+                self.skew
+                    .observe(from, pulse.boot_id, pulse.clock_ms, now_ms);
                 let before = self.membership.connected.clone();
                 let mut log = Vec::new();
                 self.membership.on_pulse(from, pulse, now_ms, &mut log);
@@ -533,7 +605,7 @@ impl ClusterNode {
                     ns.all_done_ack(usize::from(pid), member);
                 }
             }
-            Message::Metadata { items, sync } => {
+            Message::Metadata { items, .. } => {
                 // Items come from the members of this node's cluster: from
                 // anyone else (a node of another cluster, a forged sender)
                 // they could truncate or redefine this node's data. A
@@ -545,14 +617,6 @@ impl ClusterNode {
                 }
                 for item in items {
                     if self.metadata.merge(item.clone()) {
-                        // Only from the items a member holds at a cluster
-                        // change: its pending roster then is the roster it
-                        // put in force at that change's commit. A roster
-                        // just staged (`roster-set:`) is not in force
-                        // anywhere until the next exchange.
-                        if sync && item.module == ROSTER_MODULE && !item.deleted {
-                            self.adopt_first_roster(&item);
-                        }
                         self.actions.push(Action::Metadata(item));
                     }
                 }
@@ -643,11 +707,20 @@ impl ClusterNode {
     }
 
     /// (At an exchange's commit) an SC namespace takes the next regime and
-    /// adopts the pending roster; both are saved before anything is served.
-    fn adopt_sc(&mut self, index: usize, regime: u32) {
+    /// adopts the latest staged roster any member sent (as Aerospike's
+    /// exchange adopts the pending roster of the highest generation), so
+    /// that every member plans with the same roster; both are saved with
+    /// the rebalance's witnesses before anything is served.
+    fn adopt_sc(&mut self, index: usize, regime: u32, sent: Vec<Option<Item>>) {
         let Some(name) = self.namespaces.get(index).map(|ns| ns.name.clone()) else {
             return;
         };
+        for item in sent.into_iter().flatten() {
+            if item.module == ROSTER_MODULE && item.key == name && self.metadata.merge(item.clone())
+            {
+                self.actions.push(Action::Metadata(item));
+            }
+        }
         let pending = self
             .metadata
             .get(ROSTER_MODULE, &name)
@@ -662,44 +735,130 @@ impl ClusterNode {
                 state.roster = pending;
             }
         }
-        let action = Action::SaveSc {
-            namespace: index,
-            roster: state.roster.clone(),
-            regime: state.regime,
-        };
-        self.actions.push(action);
         self.log(
             Level::Info,
             format!("{{{name}}} eventual-regime {regime} ready"),
         );
     }
 
-    /// A node that holds no roster (its state was not kept across a
-    /// restart) takes the roster its cluster sends it at its join (the
-    /// items every member sends at a cluster change) at once, rather than
-    /// serving nothing until the next `recluster:`.
-    fn adopt_first_roster(&mut self, item: &Item) {
-        let Some(index) = self.namespaces.iter().position(|ns| ns.name == item.key) else {
+    /// (SC) Saves namespace `index`'s roster, regime, versions and
+    /// witnesses (see [`Action::SaveSc`]).
+    fn save_sc(&mut self, index: usize) {
+        let Some(state) = self.sc.get(index).filter(|sc| sc.enabled) else {
             return;
         };
-        let Ok(roster) = Roster::parse(&item.value) else {
-            return;
-        };
-        let Some(state) = self.sc.get_mut(index).filter(|sc| sc.enabled) else {
-            return;
-        };
-        if !state.roster.is_empty() || roster.is_empty() {
-            return;
-        }
-        state.roster = roster;
         let action = Action::SaveSc {
             namespace: index,
             roster: state.roster.clone(),
             regime: state.regime,
+            versions: self.saved_versions(index),
+            witnesses: self.lineage[index].witnesses.clone(),
         };
+        self.lineage[index].unsaved = false;
         self.actions.push(action);
-        self.routing_dirty = true;
-        self.urgent = true;
+    }
+
+    /// Saves the namespaces whose versions changed since their last save.
+    fn save_changed_lineage(&mut self) {
+        for index in 0..self.lineage.len() {
+            if self.lineage[index].unsaved {
+                self.save_sc(index);
+            }
+        }
+    }
+
+    /// A namespace's versions as a restart may trust them: a copy of an
+    /// available partition this node is not a replica of (it will hand it
+    /// off or drop it) is saved as a subset, so that a restart after its
+    /// records are gone never claims it whole. Unavailable partitions keep
+    /// their versions (nothing moves them).
+    pub fn saved_versions(&self, index: usize) -> Vec<Version> {
+        let ns = &self.namespaces[index];
+        let verdicts = &self.lineage[index].verdicts;
+        let me = self.me();
+        let mut versions = ns.versions.clone();
+        let Some(plan) = &ns.plan else {
+            return versions;
+        };
+        for (pid, version) in versions.iter_mut().enumerate() {
+            let available = verdicts.get(pid) == Some(&Availability::Available);
+            let replica = plan.partitions[pid]
+                .replica_position(me, plan.n_replicas)
+                .is_some();
+            if available && !replica && !version.is_null() {
+                version.subset = true;
+            }
+        }
+        versions
+    }
+
+    /// `revive:` of namespace `index` (every SC namespace when None): the
+    /// partitions the last rebalance found dead are flagged revived here
+    /// (`r`); the next rebalance (`recluster:`) serves them with what
+    /// their copies hold. Returns how many were flagged.
+    pub fn revive(&mut self, index: Option<usize>) -> u64 {
+        let mut revived = 0;
+        for ns in 0..self.namespaces.len() {
+            if index.is_some_and(|wanted| wanted != ns) || !self.sc[ns].enabled {
+                continue;
+            }
+            let mut flagged = 0;
+            for pid in 0..PARTITION_COUNT {
+                if self.lineage[ns].verdicts[pid] == Availability::Dead {
+                    self.namespaces[ns].versions[pid].revived = true;
+                    flagged += 1;
+                }
+            }
+            if flagged > 0 {
+                self.lineage[ns].unsaved = true;
+                let line = format!(
+                    "{{{}}} revive: {flagged} dead partitions flagged - issue 'recluster:' command",
+                    self.namespaces[ns].name
+                );
+                self.log(Level::Info, line);
+            }
+            revived += flagged;
+        }
+        self.save_changed_lineage();
+        revived
+    }
+
+    /// Compares the cluster's clock skew with each namespace's limit;
+    /// writes stop (and start again) with the next routing.
+    fn check_clock_skew(&mut self, now_ms: u64) {
+        let me = self.node();
+        let members = self.membership.succession.clone();
+        let (skew_ms, _) = self.skew.skew(&members, me, now_ms);
+        let sc_limit = self.skew.stop_writes_ms();
+        let mut lines = Vec::new();
+        for (index, state) in self.sc.iter_mut().enumerate() {
+            let nsup = self.nsup.get(index).copied().unwrap_or(false);
+            let stop = if state.enabled {
+                skew_ms >= sc_limit
+            } else {
+                nsup && skew_ms >= crate::skew::AP_STOP_WRITES_MS
+            };
+            if stop != state.clock_skew_stop_writes {
+                state.clock_skew_stop_writes = stop;
+                self.routing_dirty = true;
+                self.urgent = true;
+                let name = &self.namespaces[index].name;
+                lines.push(if stop {
+                    (
+                        Level::Warn,
+                        format!("{{{name}}} clock skew {skew_ms} ms: writes stopped"),
+                    )
+                } else {
+                    (
+                        Level::Info,
+                        format!("{{{name}}} clock skew {skew_ms} ms: writes allowed again"),
+                    )
+                });
+            }
+        }
+        for (level, line) in lines {
+            self.log(level, line);
+        }
     }
 
     /// `recluster:`: the principal runs a new exchange now (a staged roster
@@ -721,6 +880,20 @@ impl ClusterNode {
     /// Each namespace's strong-consistency state.
     pub fn sc(&self) -> &[ScState] {
         &self.sc
+    }
+
+    /// (SC) namespace `index`'s witnesses (empty for AP).
+    pub fn witnesses(&self, index: usize) -> &[Witness] {
+        self.lineage
+            .get(index)
+            .map_or(&[][..], |lineage| &lineage.witnesses[..])
+    }
+
+    /// (SC) each partition's verdict at the last rebalance.
+    pub fn verdicts(&self, index: usize) -> &[Availability] {
+        self.lineage
+            .get(index)
+            .map_or(&[][..], |lineage| &lineage.verdicts[..])
     }
 
     pub fn metadata(&self) -> impl Iterator<Item = &Item> {
@@ -792,12 +965,25 @@ impl ClusterNode {
         self.namespaces
             .iter()
             .enumerate()
-            .map(|(index, ns)| NamespaceVersions {
-                name: ns.name.clone(),
-                replication_factor: ns.replication_factor.min(255) as u8,
-                versions: ns.versions.clone(),
-                regime: self.sc.get(index).map_or(0, |sc| sc.regime),
-                rack_id: self.rack_ids.get(index).copied().unwrap_or(0),
+            .map(|(index, ns)| {
+                let sc = self.sc.get(index).filter(|sc| sc.enabled);
+                NamespaceVersions {
+                    name: ns.name.clone(),
+                    replication_factor: ns.replication_factor.min(255) as u8,
+                    versions: ns.versions.clone(),
+                    regime: self.sc.get(index).map_or(0, |sc| sc.regime),
+                    rack_id: self.rack_ids.get(index).copied().unwrap_or(0),
+                    witnesses: match sc {
+                        Some(_) => self.lineage[index].witnesses.clone(),
+                        None => Vec::new(),
+                    },
+                    pending_roster: sc.and_then(|_| {
+                        self.metadata
+                            .get(ROSTER_MODULE, &ns.name)
+                            .filter(|item| !item.deleted)
+                            .cloned()
+                    }),
+                }
             })
             .collect()
     }
@@ -917,6 +1103,8 @@ impl ClusterNode {
         let mut per_namespace: Vec<Vec<Vec<Version>>> = vec![Vec::new(); self.namespaces.len()];
         let mut regimes: Vec<Vec<u32>> = vec![Vec::new(); self.namespaces.len()];
         let mut racks: Vec<Vec<u32>> = vec![Vec::new(); self.namespaces.len()];
+        let mut witnesses: Vec<Vec<Vec<Witness>>> = vec![Vec::new(); self.namespaces.len()];
+        let mut rosters: Vec<Vec<Option<Item>>> = vec![Vec::new(); self.namespaces.len()];
         for (node, namespaces) in &members {
             for (index, ns) in self.namespaces.iter().enumerate() {
                 match namespaces.iter().find(|theirs| theirs.name == ns.name) {
@@ -927,6 +1115,8 @@ impl ClusterNode {
                         per_namespace[index].push(theirs.versions.clone());
                         regimes[index].push(theirs.regime);
                         racks[index].push(theirs.rack_id);
+                        witnesses[index].push(theirs.witnesses.clone());
+                        rosters[index].push(theirs.pending_roster.clone());
                     }
                     _ => {
                         let line = format!(
@@ -956,10 +1146,10 @@ impl ClusterNode {
         if let Some(exchange) = &mut self.exchange {
             exchange.applied = true;
         }
-        for (index, regime) in next.into_iter().enumerate() {
-            self.adopt_sc(index, regime);
+        for ((index, regime), sent) in next.into_iter().enumerate().zip(rosters) {
+            self.adopt_sc(index, regime, sent);
         }
-        self.rebalance(key, succession, per_namespace, racks, now_ms);
+        self.rebalance(key, succession, per_namespace, racks, witnesses, now_ms);
     }
 
     fn rebalance(
@@ -968,6 +1158,7 @@ impl ClusterNode {
         succession: Vec<NodeId>,
         versions: Vec<Vec<Vec<Version>>>,
         racks: Vec<Vec<u32>>,
+        witnesses: Vec<Vec<Vec<Witness>>>,
         now_ms: u64,
     ) {
         let previous = std::mem::replace(&mut self.plan_members, succession.clone());
@@ -991,28 +1182,57 @@ impl ClusterNode {
         let mut effects = Effects::default();
         let mut placed_by = Vec::with_capacity(racks.len());
         self.plan_racks_sent = racks.clone();
-        for ((index, versions), racks) in versions.into_iter().enumerate().zip(racks) {
+        for (((index, mut versions), witnesses), racks) in
+            versions.into_iter().enumerate().zip(witnesses).zip(racks)
+        {
             assert_eq!(racks.len(), succession.len());
             let replication_factor = self.namespaces[index].replication_factor;
             let n_replicas = replication_factor.min(succession.len());
-            let (orders, racks) = match self.sc.get(index).filter(|sc| sc.enabled) {
-                Some(sc) => {
-                    let racks = roster_racks(&sc.roster, &succession, racks);
-                    let rows = roster_first_orders(
-                        &sc.roster,
-                        &succession,
-                        &orders,
-                        &racks,
-                        replication_factor,
-                    );
-                    (rows, racks)
+            let mut frozen = None;
+            let (orders, racks) = if self.sc.get(index).is_some_and(|sc| sc.enabled) {
+                let roster_orders = self.roster_orders(index);
+                let roster = &self.sc[index].roster;
+                let racks = roster_racks(roster, &succession, racks);
+                let rows = roster_first_orders(
+                    roster,
+                    &roster_orders,
+                    &succession,
+                    &orders,
+                    &racks,
+                    replication_factor,
+                );
+                frozen = Some(self.judge_sc(
+                    index,
+                    key,
+                    &succession,
+                    &roster_orders,
+                    &mut versions,
+                    &witnesses,
+                ));
+                // This node plans with its copies as judged.
+                if let Some(mine) = versions.get(usize::from(me)) {
+                    self.namespaces[index].versions = mine.clone();
                 }
-                None => (orders.rack_aware(&racks, n_replicas), racks),
+                (rows, racks)
+            } else {
+                (orders.rack_aware(&racks, n_replicas), racks)
             };
             let ns = &mut self.namespaces[index];
             let plan = plan::plan_namespace(key, replication_factor, &orders, &versions);
-            ns.apply_plan(index, plan, &succession, me, now_ms, &mut effects);
+            ns.apply_plan(
+                index,
+                plan,
+                &succession,
+                me,
+                now_ms,
+                &mut effects,
+                frozen.as_deref(),
+            );
             placed_by.push(racks);
+        }
+        // The witnesses of this rebalance are kept before its map is used.
+        for index in 0..self.namespaces.len() {
+            self.save_sc(index);
         }
         self.plan_racks = placed_by;
         self.warn_of_rack_mismatch();
@@ -1079,6 +1299,67 @@ impl ClusterNode {
         }
         self.routing_dirty = true;
         self.urgent = true;
+    }
+
+    /// The active roster's orders, computed once per roster.
+    fn roster_orders(&mut self, index: usize) -> RosterOrders {
+        let roster = &self.sc[index].roster;
+        let replication_factor = self.namespaces[index].replication_factor;
+        match &self.lineage[index].orders {
+            Some((held, orders)) if held == roster => orders.clone(),
+            _ => {
+                let orders = RosterOrders::new(roster, replication_factor);
+                self.lineage[index].orders = Some((roster.clone(), orders.clone()));
+                orders
+            }
+        }
+    }
+
+    /// (SC) Judges every partition of namespace `index` at the rebalance at
+    /// `key` (see [`sc::judge`]): the members' copies come back as the plan
+    /// must see them, this node's witnesses of the available partitions
+    /// become this rebalance's, and the verdicts are kept for the routing.
+    /// Returns which partitions are frozen (not available here: nothing
+    /// about them moves).
+    fn judge_sc(
+        &mut self,
+        index: usize,
+        key: u64,
+        succession: &[NodeId],
+        roster_orders: &RosterOrders,
+        versions: &mut [Vec<Version>],
+        witnesses: &[Vec<Witness>],
+    ) -> Vec<bool> {
+        let regime = self.sc[index].regime;
+        let replication_factor = self.namespaces[index].replication_factor;
+        let present = |node: NodeId| succession.contains(&node);
+        let roster = &self.sc[index].roster;
+        let all_roster_present = !roster.is_empty() && roster.nodes().into_iter().all(present);
+        let lineage = &mut self.lineage[index];
+        let mut frozen = vec![true; PARTITION_COUNT];
+        let mut copies = vec![Version::NULL; versions.len()];
+        let mut seen = vec![Witness::NONE; versions.len()];
+        for pid in 0..PARTITION_COUNT {
+            let rule = if roster.is_empty() {
+                Availability::Unavailable
+            } else {
+                roster_orders.availability(pid as u16, replication_factor, &present)
+            };
+            for (member, copy) in copies.iter_mut().enumerate() {
+                *copy = versions[member][pid];
+                seen[member] = witnesses[member].get(pid).copied().unwrap_or(Witness::NONE);
+            }
+            let verdict = sc::judge(rule, all_roster_present, &mut copies, &seen);
+            lineage.verdicts[pid] = verdict;
+            if verdict == Availability::Available {
+                frozen[pid] = false;
+                lineage.witnesses[pid] = Witness { regime, key };
+                for (member, copy) in copies.iter().enumerate() {
+                    versions[member][pid] = *copy;
+                }
+            }
+        }
+        frozen
     }
 
     fn apply_effects(&mut self, effects: Effects) {
@@ -1170,10 +1451,15 @@ impl ClusterNode {
         };
         let mut routing = routing;
         for (index, ns) in routing.namespaces.iter_mut().enumerate() {
-            let Some(state) = self.sc.get_mut(index).filter(|sc| sc.enabled) else {
+            let Some(state) = self.sc.get_mut(index) else {
                 continue;
             };
-            let (unavailable, dead) = apply_sc_rules(state, ns, &self.plan_members, self.plan_key);
+            ns.clock_skew_stop_writes = state.clock_skew_stop_writes;
+            if !state.enabled {
+                continue;
+            }
+            let verdicts = &self.lineage[index].verdicts;
+            let (unavailable, dead) = apply_sc_rules(state, ns, verdicts, self.plan_key);
             state.unavailable = unavailable;
             state.dead = dead;
         }
@@ -1193,6 +1479,7 @@ impl ClusterNode {
             .iter()
             .map(|ns| ns.tx_remaining + ns.rx_remaining)
             .sum();
+        let (skew_ms, outliers) = self.skew.skew(&membership.succession, self.node(), now_ms);
         Status {
             node: self.node(),
             cluster_size: if self.blocked {
@@ -1220,6 +1507,13 @@ impl ClusterNode {
             sc: self.sc.clone(),
             pending_sample: self.pending_sample(20),
             racks: self.racks(me),
+            clock_skew_ms: skew_ms,
+            clock_skew_stop_writes_ms: self.skew.stop_writes_ms(),
+            clock_skew_outliers: if skew_ms >= self.skew.stop_writes_ms() * 3 / 4 {
+                outliers
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -1370,12 +1664,12 @@ fn roster_racks(roster: &Roster, succession: &[NodeId], sent: Vec<u32>) -> Vec<u
 /// member's rack (see [`roster_racks`]).
 fn roster_first_orders(
     roster: &Roster,
+    roster_orders: &RosterOrders,
     succession: &[NodeId],
     orders: &PartitionOrders,
     racks: &[u32],
     replication_factor: usize,
 ) -> PartitionOrders {
-    let roster_orders = RosterOrders::new(roster, replication_factor);
     let n_replicas = replication_factor.min(succession.len());
     let index_of = |node: NodeId| succession.iter().position(|&m| m == node);
     let rack_of = |index: u8| racks[usize::from(index)];
@@ -1407,13 +1701,14 @@ fn roster_first_orders(
     PartitionOrders::from_rows(succession.len(), rows)
 }
 
-/// Applies the availability rules to a namespace's routing: a partition
-/// this sub-cluster may not serve is unavailable here and claimed by
-/// nobody. Returns (unavailable, dead) counts.
+/// Applies the rebalance's verdicts to a namespace's routing: a partition
+/// this sub-cluster may not serve (by the rules, or for want of its data)
+/// is unavailable here and claimed by nobody. Returns (unavailable, dead)
+/// counts.
 fn apply_sc_rules(
     state: &ScState,
     ns: &mut crate::routing::NamespaceRouting,
-    members: &[NodeId],
+    verdicts: &[Availability],
     plan_key: u64,
 ) -> (u64, u64) {
     ns.regime = state.regime;
@@ -1422,11 +1717,8 @@ fn apply_sc_rules(
         clear_all(ns);
         return (PARTITION_COUNT as u64, 0);
     }
-    let orders = RosterOrders::new(&state.roster, ns.replication_factor);
-    let present = |node: NodeId| members.contains(&node);
     let (mut unavailable, mut dead) = (0u64, 0u64);
-    for pid in 0..PARTITION_COUNT {
-        let verdict = orders.availability(pid as u16, ns.replication_factor, &present);
+    for (pid, &verdict) in verdicts.iter().enumerate().take(PARTITION_COUNT) {
         if verdict == Availability::Available {
             continue;
         }
@@ -1494,7 +1786,8 @@ mod tests {
         let roster = Roster::parse(roster).expect("valid");
         let racks = roster_racks(&roster, succession, sent.to_vec());
         let orders = PartitionOrders::compute(succession);
-        let orders = roster_first_orders(&roster, succession, &orders, &racks, 2);
+        let roster_orders = RosterOrders::new(&roster, 2);
+        let orders = roster_first_orders(&roster, &roster_orders, succession, &orders, &racks, 2);
         let rows = (0..PARTITION_COUNT as u16)
             .map(|pid| {
                 orders

@@ -67,6 +67,13 @@ pub struct NamespaceState {
     pub name: String,
     pub replication_factor: usize,
     pub policy: ConflictPolicy,
+    /// Strong consistency: a version's `subset` flag means "may miss a
+    /// write acknowledged in its lineage", nothing more. A replica that
+    /// holds every acknowledged write stays full while copies not merged
+    /// yet are merged into it (what it serves is gated by the migration
+    /// state: `fill_from`, `sources`), so a rebalance in the middle of
+    /// migrations still finds the partition's data.
+    pub strong_consistency: bool,
     pub versions: Vec<Version>,
     pub plan: Option<NamespacePlan>,
     pub local: Vec<Local>,
@@ -95,6 +102,7 @@ impl NamespaceState {
             name,
             replication_factor,
             policy,
+            strong_consistency: false,
             versions,
             plan: None,
             local: vec![Local::default(); PARTITION_COUNT],
@@ -102,7 +110,10 @@ impl NamespaceState {
         }
     }
 
-    /// Puts the plan at `key` in force for member `me`.
+    /// Puts the plan at `key` in force for member `me`. `frozen` (strong
+    /// consistency) names the partitions this sub-cluster may not serve:
+    /// nothing about them moves (no version change, migration or drop).
+    #[allow(clippy::too_many_arguments)]
     pub fn apply_plan(
         &mut self,
         index: usize,
@@ -111,14 +122,34 @@ impl NamespaceState {
         me: Member,
         now_ms: u64,
         effects: &mut Effects,
+        frozen: Option<&[bool]>,
     ) {
         let key = plan.key;
         let n = plan.n_replicas;
         self.counts = MigrationCounts::default();
         for pid in 0..PARTITION_COUNT {
             let part = &plan.partitions[pid];
+            if frozen.is_some_and(|frozen| frozen[pid]) {
+                self.local[pid] = Local {
+                    master: part.working_master,
+                    ..Local::default()
+                };
+                continue;
+            }
             let before = self.versions[pid];
-            self.versions[pid] = plan::version_after(part, n, key, me, before);
+            let mut after = plan::version_after(part, n, key, me, before);
+            if self.strong_consistency
+                && after.subset
+                && !before.is_null()
+                && before.is_full()
+                && part.replica_position(me, n).is_some()
+            {
+                // (SC) A replica with every acknowledged write keeps them
+                // and gets every new one: full, though it is to be filled
+                // (or to receive the handoff) with the merged copies.
+                after.subset = false;
+            }
+            self.versions[pid] = after;
             let mut local = Local {
                 master: part.working_master,
                 ..Local::default()
@@ -232,6 +263,11 @@ impl NamespaceState {
             if from == part.working_master && local.master != me {
                 local.master = me;
                 self.versions[pid].master = true;
+                if self.strong_consistency {
+                    // (SC) The handoff brought every acknowledged write;
+                    // copies still to merge hold none this one lacks.
+                    self.versions[pid].subset = false;
+                }
                 effects.claims_changed = true;
             }
             if local.sources.is_empty() {
@@ -271,7 +307,10 @@ impl NamespaceState {
                 // node stays a replica that receives every write and needs
                 // no fill (or has had it: the fill can end first).
                 let replica = part.replica_position(me, n).is_some();
-                self.versions[pid] = if replica && local.fill_from.is_none() {
+                // (SC) A replica keeps receiving every write: it stays full
+                // while it waits for its fill.
+                let kept = replica && (local.fill_from.is_none() || self.strong_consistency);
+                self.versions[pid] = if kept {
                     Version::full(key)
                 } else {
                     Version::partial(key)
@@ -358,6 +397,7 @@ impl NamespaceState {
                 claims: vec![[0u8; BITMAP_BYTES]; self.plan.as_ref().map_or(1, |p| p.n_replicas)],
                 strong_consistency: false,
                 regime: 0,
+                clock_skew_stop_writes: false,
                 order: Vec::new(),
             };
         };
@@ -459,6 +499,7 @@ impl NamespaceState {
             claims,
             strong_consistency: false,
             regime: 0,
+            clock_skew_stop_writes: false,
             order,
         }
     }

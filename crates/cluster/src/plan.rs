@@ -171,7 +171,7 @@ pub fn plan_partition(order: &[Member], copies: &[Version], n_replicas: usize) -
         };
     };
     let master_copy = copies[master_at];
-    let master_full = !master_copy.subset;
+    let master_full = master_copy.is_full();
     // Copies that may hold records the working master lacks. The final
     // master's own copy is already where the merge happens; of identical
     // full copies only one needs to be sent.
@@ -227,7 +227,7 @@ pub fn plan_partition(order: &[Member], copies: &[Version], n_replicas: usize) -
 /// copy if there is one; else the best copy, earliest on ties. None when no
 /// member has data.
 fn choose_working_master(copies: &[Version]) -> Option<usize> {
-    if let Some(master) = copies.iter().position(|c| c.master && !c.subset) {
+    if let Some(master) = copies.iter().position(|c| c.master && c.is_full()) {
         let earliest = copies[..master]
             .iter()
             .position(|c| c.same_full_lineage(&copies[master]))
@@ -263,7 +263,7 @@ pub fn version_after(
         // A master that had only a partial copy stays partial until the
         // merge into the final master completes.
         return Version {
-            subset: before.subset,
+            subset: !before.is_full(),
             ..Version::full(key).with_master(true)
         };
     }

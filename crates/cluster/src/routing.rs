@@ -103,6 +103,9 @@ pub struct NamespaceRouting {
     /// Strong consistency: the regime `replicas` reports (0: AP).
     pub strong_consistency: bool,
     pub regime: u32,
+    /// The cluster's clock skew is past the namespace's limit: writes are
+    /// refused (22) until it comes back.
+    pub clock_skew_stop_writes: bool,
     /// Each partition's first `n_replicas` members of its succession
     /// order, flattened: the final master, then the replicas (empty before
     /// a partition map). The same on every node of the cluster.
@@ -173,6 +176,7 @@ impl Routing {
                     claims: vec![[0u8; BITMAP_BYTES]],
                     strong_consistency: false,
                     regime: 0,
+                    clock_skew_stop_writes: false,
                     order: Vec::new(),
                 })
                 .collect(),
@@ -260,6 +264,9 @@ impl Gate {
 #[derive(Debug)]
 pub struct Gates {
     namespaces: Vec<Box<[Gate]>>,
+    /// Per namespace, how many records its gates list unreplicated (one
+    /// load answers "none" for a whole namespace).
+    unreplicated_totals: Vec<std::sync::atomic::AtomicU64>,
 }
 
 impl Gates {
@@ -267,6 +274,9 @@ impl Gates {
         Gates {
             namespaces: (0..namespaces)
                 .map(|_| (0..PARTITION_COUNT).map(|_| Gate::default()).collect())
+                .collect(),
+            unreplicated_totals: (0..namespaces)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
                 .collect(),
         }
     }
@@ -309,6 +319,7 @@ impl Gates {
             None => {
                 list.push((digest, stamp));
                 gate.unreplicated_count.fetch_add(1, SeqCst);
+                self.total(namespace, 1, true);
             }
         }
         Some(UnreplicatedMark::new(self, namespace, pid, digest, stamp))
@@ -367,13 +378,24 @@ impl Gates {
 
     /// `unreplicated_records`: how many records of the namespace are
     /// unreplicated here.
+    // PERF: one load.
+    #[inline]
     pub fn unreplicated_count(&self, namespace: usize) -> u64 {
-        self.namespaces.get(namespace).map_or(0, |gates| {
-            gates
-                .iter()
-                .map(|gate| u64::from(gate.unreplicated_count.load(SeqCst)))
-                .sum()
-        })
+        self.unreplicated_totals
+            .get(namespace)
+            .map_or(0, |total| total.load(SeqCst))
+    }
+
+    /// Moves a namespace's total (under the gate's list lock).
+    fn total(&self, namespace: usize, n: u64, add: bool) {
+        if let Some(total) = self.unreplicated_totals.get(namespace) {
+            if add {
+                total.fetch_add(n, SeqCst);
+            } else {
+                let before = total.fetch_sub(n, SeqCst);
+                assert!(before >= n, "unreplicated total underflows");
+            }
+        }
     }
 
     /// Forgets the partition's unreplicated records (this node no longer
@@ -382,8 +404,11 @@ impl Gates {
     pub fn forget_unreplicated(&self, namespace: usize, pid: usize) {
         if let Some(gate) = self.gate(namespace, pid) {
             if gate.unreplicated_count.load(SeqCst) != 0 {
-                gate.unreplicated_list().clear();
+                let mut list = gate.unreplicated_list();
+                let listed = list.len() as u64;
+                list.clear();
                 gate.unreplicated_count.store(0, SeqCst);
+                self.total(namespace, listed, false);
             }
         }
     }
@@ -431,6 +456,7 @@ impl UnreplicatedMark {
         {
             list.swap_remove(at);
             gate.unreplicated_count.fetch_sub(1, SeqCst);
+            self.gates.total(self.namespace, 1, false);
         }
     }
 }

@@ -17,8 +17,20 @@
 //! * The **regime** of an SC namespace is non-zero from the first answer,
 //!   goes up by 2 at every rebalance past the highest any member reports,
 //!   and never goes down (it is saved across restarts). Zero means AP.
+//! * The rules hold only when the sub-cluster also holds the partition's
+//!   **data**: a copy of the lineage of the last rebalance at which the
+//!   partition was available anywhere. Every node keeps, per partition, a
+//!   [`Witness`] of the last such rebalance it took part in (its regime
+//!   and cluster key, saved before the map is used); two sub-clusters that
+//!   each satisfy a rule always share a node, so the highest witness among
+//!   the present nodes names that rebalance, and a full, trusted copy with
+//!   its key holds every write acknowledged since ([`judge`]). Without
+//!   one the partition is unavailable, or **dead** once every roster node
+//!   is present; `revive:` (the `r` flag on a node's copies) accepts what
+//!   is left.
 
 use crate::balance::PartitionOrders;
+use crate::version::Version;
 use crate::NodeId;
 use std::fmt;
 
@@ -294,6 +306,107 @@ pub fn next_regime(regimes: &[u32]) -> Option<u32> {
 /// The first regime of an SC namespace that has none saved.
 pub const FIRST_REGIME: u32 = 1;
 
+/// (SC) The last rebalance at which a node saw a partition available:
+/// that rebalance's regime and cluster key (the key every copy complete
+/// then carries in its version). Zero: never seen available. Ordered by
+/// regime: a later rebalance that served the partition has a higher one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Witness {
+    pub regime: u32,
+    pub key: u64,
+}
+
+impl Witness {
+    pub const NONE: Witness = Witness { regime: 0, key: 0 };
+}
+
+/// Decides one partition of an SC namespace at a rebalance, from the
+/// three rules' verdict over the present nodes (`rule`), whether every
+/// roster node is present, and each member's copy and witness. When the
+/// partition is available, `copies` come back as the plan must see them:
+/// a copy that may miss an acknowledged write (another lineage, a subset,
+/// untrusted) is marked a subset, so it is merged but never served from.
+///
+/// * No member has a witness (the roster was never in force here): the
+///   copies are taken as they are, untrusted ones as subsets.
+/// * A member holds a *current* copy (full, trusted, with the key of the
+///   highest witness): available.
+/// * Else, if a member revived the partition: available with whatever
+///   the copies hold (all merged; none, and the partition starts empty).
+/// * Else the data is lost or elsewhere: dead when every roster node is
+///   present, unavailable otherwise.
+pub fn judge(
+    rule: Availability,
+    all_roster_present: bool,
+    copies: &mut [Version],
+    witnesses: &[Witness],
+) -> Availability {
+    if rule != Availability::Available {
+        return rule;
+    }
+    let latest = witnesses.iter().copied().max().unwrap_or(Witness::NONE);
+    let current = |copy: &Version| !copy.is_null() && copy.key == latest.key && copy.is_full();
+    if latest.regime == 0 {
+        for copy in copies.iter_mut().filter(|copy| copy.evade) {
+            copy.subset = true;
+        }
+    } else if copies.iter().any(current) {
+        for copy in copies.iter_mut() {
+            if !copy.is_null() && !current(copy) {
+                copy.subset = true;
+                copy.master = false;
+            }
+        }
+    } else if copies.iter().any(|copy| copy.revived) {
+        for copy in copies.iter_mut().filter(|copy| !copy.is_null()) {
+            copy.subset = true;
+        }
+    } else if all_roster_present {
+        return Availability::Dead;
+    } else {
+        return Availability::Unavailable;
+    }
+    // Served from now on: a revive has done its work.
+    for copy in copies.iter_mut() {
+        copy.revived = false;
+    }
+    Availability::Available
+}
+
+/// The versions a node reports after a restart, from the versions it
+/// saved (`saved`, NULL where none), whether its storage kept every write
+/// it acknowledged (`trusted`: a clean shutdown, or commit-to-device),
+/// and whether it holds records of each partition.
+///
+/// A saved copy keeps its lineage; untrusted, it is flagged `e` and never
+/// counts as the partition's data. Records with no saved version (the
+/// state was lost, or they arrived after the last save) are a lineage of
+/// their own, `restart_key`, as a subset: merged, never served from.
+pub fn restart_versions(
+    saved: &[Version],
+    trusted: bool,
+    holds: impl Fn(usize) -> bool,
+    restart_key: u64,
+) -> Vec<Version> {
+    assert!(restart_key != 0, "a restart key is a cluster key");
+    (0..bolide_types::PARTITION_COUNT)
+        .map(|pid| {
+            let saved = saved.get(pid).copied().unwrap_or(Version::NULL);
+            if saved.is_null() {
+                return if holds(pid) {
+                    Version::partial(restart_key)
+                } else {
+                    Version::NULL
+                };
+            }
+            Version {
+                evade: saved.evade || !trusted,
+                ..saved
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,6 +564,136 @@ mod tests {
                 .collect();
             assert_eq!(orders.replicas(pid, 2), expect);
         }
+    }
+
+    const K1: u64 = 0x111;
+    const K2: u64 = 0x222;
+
+    fn witness(regime: u32, key: u64) -> Witness {
+        Witness { regime, key }
+    }
+
+    #[test]
+    fn a_current_copy_is_the_partitions_data() {
+        // A (old lineage K1, trusted), B (current K2), C nothing.
+        let mut copies = [
+            Version::full(K1).with_master(true),
+            Version::full(K2),
+            Version::NULL,
+        ];
+        let witnesses = [witness(5, K1), witness(7, K2), witness(7, K2)];
+        let verdict = judge(Availability::Available, true, &mut copies, &witnesses);
+        assert_eq!(verdict, Availability::Available);
+        // The old copy is merged, never served: a subset, not a master.
+        assert!(copies[0].subset && !copies[0].master);
+        assert!(copies[1].is_full());
+        assert!(copies[2].is_null());
+    }
+
+    #[test]
+    fn untrusted_or_old_copies_alone_are_dead_or_unavailable() {
+        let untrusted = Version {
+            evade: true,
+            ..Version::full(K2)
+        };
+        let witnesses = [witness(7, K2), witness(7, K2)];
+        // Every roster node present, every copy lost: dead.
+        let mut copies = [untrusted, Version::NULL];
+        assert_eq!(
+            judge(Availability::Available, true, &mut copies, &witnesses),
+            Availability::Dead
+        );
+        // The same with a roster node missing: unavailable (it may hold it).
+        let mut copies = [untrusted, Version::NULL];
+        assert_eq!(
+            judge(Availability::Available, false, &mut copies, &witnesses),
+            Availability::Unavailable
+        );
+        // A trusted copy of an older lineage is behind: not the data.
+        let mut copies = [Version::full(K1).with_master(true), Version::NULL];
+        assert_eq!(
+            judge(Availability::Available, true, &mut copies, &witnesses),
+            Availability::Dead
+        );
+        // Being filled when it stopped: a subset of the current lineage.
+        let mut copies = [Version::partial(K2), Version::NULL];
+        assert_eq!(
+            judge(Availability::Available, true, &mut copies, &witnesses),
+            Availability::Dead
+        );
+        // The rules come first.
+        let mut copies = [Version::full(K2), Version::NULL];
+        assert_eq!(
+            judge(Availability::Unavailable, false, &mut copies, &witnesses),
+            Availability::Unavailable
+        );
+    }
+
+    #[test]
+    fn revive_accepts_what_is_left() {
+        let witnesses = [witness(7, K2), witness(7, K2)];
+        let revived = Version {
+            evade: true,
+            revived: true,
+            ..Version::full(K2)
+        };
+        let mut copies = [revived, Version::full(K1)];
+        assert_eq!(
+            judge(Availability::Available, true, &mut copies, &witnesses),
+            Availability::Available
+        );
+        assert!(copies.iter().all(|copy| copy.subset), "{copies:?}");
+        assert!(copies.iter().all(|copy| !copy.revived), "{copies:?}");
+        // A revive on a node without a copy revives it empty.
+        let mut copies = [
+            Version {
+                revived: true,
+                ..Version::NULL
+            },
+            Version::NULL,
+        ];
+        assert_eq!(
+            judge(Availability::Available, true, &mut copies, &witnesses),
+            Availability::Available
+        );
+    }
+
+    #[test]
+    fn without_witnesses_copies_are_taken_as_they_are() {
+        let mut copies = [
+            Version {
+                evade: true,
+                ..Version::full(K1)
+            },
+            Version::NULL,
+        ];
+        let verdict = judge(
+            Availability::Available,
+            true,
+            &mut copies,
+            &[Witness::NONE; 2],
+        );
+        assert_eq!(verdict, Availability::Available);
+        assert!(copies[0].subset);
+    }
+
+    #[test]
+    fn restarts_keep_lineage_and_flag_untrusted_copies() {
+        let mut saved = vec![Version::NULL; bolide_types::PARTITION_COUNT];
+        saved[1] = Version::full(K2).with_master(true);
+        saved[2] = Version::full(K2);
+        let holds = |pid: usize| pid == 1 || pid == 3;
+        let trusted = restart_versions(&saved, true, holds, 0x99);
+        assert_eq!(trusted[0], Version::NULL);
+        assert_eq!(trusted[1], saved[1]);
+        // Saved with no record left: an empty partition, still its lineage.
+        assert_eq!(trusted[2], saved[2]);
+        // Records with no saved version: a lineage of their own, a subset.
+        assert_eq!(trusted[3], Version::partial(0x99));
+        let crashed = restart_versions(&saved, false, holds, 0x99);
+        assert!(crashed[1].evade && crashed[2].evade);
+        assert_eq!(crashed[1].key, K2);
+        assert_eq!(crashed[0], Version::NULL);
     }
 
     #[test]

@@ -40,6 +40,14 @@ pub trait Records {
     fn permits(&self, _permission: bolide_transaction::Permission, _set: &[u8]) -> bool {
         true
     }
+    /// (SC) Whether records of `keys` (in `set`) must first be copied to
+    /// their replicas again (their last write here did not reach them
+    /// all): if so the copies are queued, to be carried out by the
+    /// connection before the command runs again (a strong-consistency
+    /// namespace serves such a record only once copied).
+    fn copy_first(&mut self, _set: &[u8], _keys: &[&[u8]]) -> bool {
+        false
+    }
 }
 
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";

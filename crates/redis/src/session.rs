@@ -355,6 +355,10 @@ pub enum Step {
     /// A blocking command waits: write the output, call `feed` again at
     /// (or before) this instant.
     Block(Instant),
+    /// (SC) The next command's records must first reach their replicas
+    /// again: carry out the copies the backend queued, then call `feed`
+    /// again (the command is not consumed).
+    Again,
     /// Write the output, then close.
     Close,
     /// A script command: write the output, run the call on the script
@@ -379,6 +383,8 @@ pub(crate) enum Flow {
     /// CLIENT PAUSE holds the command back until this instant.
     Paused(Instant),
     Close,
+    /// Not run yet: its records are being copied first (`Step::Again`).
+    Again,
     /// A script holds the node: try this request again shortly.
     Wait,
     Script(Box<crate::scripting::Call>),
@@ -421,6 +427,8 @@ pub struct Session {
     stat: Option<(&'static Spec, bool)>,
     /// Queued commands inside MULTI.
     multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// (SC) Rounds the next command has waited for its records' copies.
+    copy_rounds: u8,
     multi_failed: bool,
     /// WATCHed keys: (db, key, what the key was then).
     watched: Vec<Watched>,
@@ -487,6 +495,7 @@ impl Session {
             query_bytes: 0,
             stat: None,
             multi: None,
+            copy_rounds: 0,
             multi_failed: false,
             watched: Vec::new(),
             block_deadline: None,
@@ -529,6 +538,7 @@ impl Session {
             query_bytes: 0,
             stat: None,
             multi: None,
+            copy_rounds: 0,
             multi_failed: false,
             watched: Vec::new(),
             block_deadline: None,
@@ -773,7 +783,7 @@ impl Session {
             self.query_bytes = length;
             let flow = self.command(&args, &mut reply, records);
             if matches!(self.reply, Reply::Off | Reply::Skip | Reply::SkipNext)
-                && !matches!(flow, Flow::Block | Flow::Paused(_))
+                && !matches!(flow, Flow::Block | Flow::Paused(_) | Flow::Again)
             {
                 // CLIENT REPLY OFF/SKIP: the answer is dropped, but not
                 // the subscribe confirmations a RESP3 client gets as push
@@ -802,6 +812,7 @@ impl Session {
                     let poll = Instant::now() + BLOCK_POLL;
                     break Step::Block(deadline.map_or(poll, |d| d.min(poll)));
                 }
+                Flow::Again => break Step::Again,
                 Flow::Wait => break Step::Block(Instant::now() + SCRIPT_POLL),
                 Flow::Script(call) => {
                     used += length;
@@ -821,7 +832,10 @@ impl Session {
         let started = Instant::now();
         self.stat = None;
         let flow = self.command_checked(args, out, records);
-        if matches!(flow, Flow::Block | Flow::Paused(_) | Flow::Wait) {
+        if matches!(
+            flow,
+            Flow::Block | Flow::Paused(_) | Flow::Again | Flow::Wait
+        ) {
             return flow;
         }
         if let Some((spec, ran)) = self.stat.take() {
@@ -969,6 +983,9 @@ impl Session {
             // A paused command now runs (a blocking one stays counted
             // while it waits).
             self.leave_block();
+        }
+        if self.copies_first(spec, args, records) {
+            return Flow::Again;
         }
         self.shared.commands_processed.fetch_add(1, Relaxed);
         self.stat = Some((spec, true));
@@ -1568,6 +1585,37 @@ impl Session {
             out.error(&error);
         }
         Flow::Done
+    }
+
+    /// (SC) Whether the records this command touches (for EXEC, the
+    /// queued commands' and the watched ones) must first be copied to their
+    /// replicas, as Aerospike copies a record whose last write did not
+    /// reach them all before serving it: the backend has queued the copies
+    /// and the command runs once they are done. After a few rounds it runs
+    /// anyway (and answers TRYAGAIN if the copy is still not done).
+    fn copies_first(&mut self, spec: &Spec, args: &[Vec<u8>], records: &mut dyn Records) -> bool {
+        const ROUNDS_MAX: u8 = 3;
+        if self.copy_rounds >= ROUNDS_MAX {
+            self.copy_rounds = 0;
+            return false;
+        }
+        let set = set_name(self.db);
+        let mut keys: Vec<&[u8]> = table::keys(spec, args);
+        if spec.name == "exec" {
+            for queued in self.multi.iter().flatten() {
+                let name = String::from_utf8_lossy(&queued[0]).to_ascii_lowercase();
+                if let Some(spec) = table::find(&name) {
+                    keys.extend(table::keys(spec, queued));
+                }
+            }
+            keys.extend(self.watched.iter().map(|(_, key, _)| key.as_slice()));
+        }
+        if keys.is_empty() || !records.copy_first(&set, &keys) {
+            self.copy_rounds = 0;
+            return false;
+        }
+        self.copy_rounds += 1;
+        true
     }
 
     fn exec(

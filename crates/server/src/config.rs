@@ -61,6 +61,10 @@ pub struct Config {
     pub heartbeat_mode: String,
     pub heartbeat_interval_ms: u64,
     pub heartbeat_timeout: u64,
+    /// Test knob (`heartbeat { test-clock-offset-ms N }`): added to the wall
+    /// clock this node puts in its heartbeats, to provoke the clock-skew
+    /// rules in tests without changing the machine's clock. 0 in use.
+    pub test_clock_offset_ms: i64,
     pub mesh_seeds: Vec<(String, u16)>,
     /// Partitions sent at once by this node's migrations.
     pub migrate_threads: usize,
@@ -158,6 +162,7 @@ impl Default for Config {
             heartbeat_mode: "mesh".to_owned(),
             heartbeat_interval_ms: 150,
             heartbeat_timeout: 10,
+            test_clock_offset_ms: 0,
             mesh_seeds: Vec::new(),
             migrate_threads: 1,
             migrate_max_num_incoming: 4,
@@ -619,6 +624,12 @@ impl Config {
                     ("heartbeat", "protocol") => {
                         if directive.one()? != "v3" {
                             return Err(directive.error("only heartbeat protocol v3 is supported"));
+                        }
+                    }
+                    ("heartbeat", "test-clock-offset-ms") => {
+                        self.test_clock_offset_ms = directive.number()?;
+                        if self.test_clock_offset_ms.unsigned_abs() > 86_400_000 {
+                            return Err(directive.error("test-clock-offset-ms is at most a day either way"));
                         }
                     }
                     ("heartbeat", "connect-timeout-ms") => {

@@ -204,9 +204,16 @@ pub fn run(config: Config) -> Result<(), String> {
         signals,
     ))?;
     tracing::info!("shutting down");
+    // (SC) Nothing is served from here on, so that what the storage
+    // flushes next is everything this node acknowledged: the state saved
+    // after it is marked clean, and the next start trusts its copies.
+    let sc_states = cluster::sc::stop_serving(&node.cluster);
     for threads in storage {
         // Writes and syncs everything appended so far.
         threads.shutdown();
+    }
+    if let Some(states) = sc_states {
+        cluster::sc::save_clean(&node.cluster, states);
     }
     if let Some(path) = &config.pidfile {
         let _ = std::fs::remove_file(path);

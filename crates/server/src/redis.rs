@@ -71,8 +71,9 @@ impl Records for Backend<'_> {
                     Ok(())
                 }
                 Need::Again => Err("TRYAGAIN the cluster is changing; try again".to_owned()),
-                // (SC) The record goes to its replicas again in the
-                // background first.
+                // (SC) Copied first by `copy_first` before the command
+                // runs; this is the rare record listed since (or whose
+                // copies did not complete in a few rounds).
                 Need::Rereplicate { .. } => {
                     Err("TRYAGAIN the record is being copied to its replicas; try again".to_owned())
                 }
@@ -122,6 +123,39 @@ impl Records for Backend<'_> {
                 code.as_u8()
             )),
         }
+    }
+
+    fn copy_first(&mut self, set: &[u8], keys: &[&[u8]]) -> bool {
+        let Some((index, ns)) = self
+            .context
+            .store
+            .namespace_index(self.shared.namespace.as_bytes())
+        else {
+            return false;
+        };
+        // PERF: one load when nothing is unreplicated (every AP namespace).
+        if !ns.config.strong_consistency || self.context.gates.unreplicated_count(index) == 0 {
+            return false;
+        }
+        let routing = self.context.routing.load_full();
+        let cluster = Cluster::new(&routing, &self.context.gates);
+        let mut queued = false;
+        for key in keys {
+            let digest = bolide_redis::keyspace::digest(set, key);
+            if let Some(need) = cluster.copy_again(index, ns, &digest, None, false) {
+                self.replicating.push(Remote {
+                    need,
+                    request: bolide_transaction::Request {
+                        body: Vec::new(),
+                        framing: bolide_wire::Framing::Message,
+                        timeout_ms: 0,
+                    },
+                    answer: Vec::new(),
+                });
+                queued = true;
+            }
+        }
+        queued
     }
 
     fn permits(&self, permission: Permission, set: &[u8]) -> bool {
@@ -377,7 +411,8 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connec
                     () = waker.0.notified() => {}
                 }
             }
-            Step::Flush => {}
+            // The copies ran above: the command runs now.
+            Step::Flush | Step::Again => {}
             Step::Block(until) => {
                 // Wait for the retry time, or until a write serves the
                 // wait; a client that leaves meanwhile ends the wait (what

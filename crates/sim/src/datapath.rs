@@ -7,7 +7,7 @@
 //! then a register read or write on the node's in-memory store.
 
 use crate::store::{digest_of, partition_of, MemStore, Rec};
-use crate::world::{Event, OpKind, OpResult, World};
+use crate::world::{Event, OpKind, OpResult, World, OP_DEADLINE_MS};
 use bolide_cluster::codec;
 use bolide_cluster::conflict;
 use bolide_cluster::datapath::{
@@ -27,6 +27,8 @@ pub enum Origin {
     Client { op: u64 },
     /// The node that proxied it here, with its call's wire id.
     Proxied { from: usize, id: u64 },
+    /// Nobody: a background re-replication (SC).
+    Background,
 }
 
 /// A request whose work needs other nodes.
@@ -59,12 +61,31 @@ pub struct Call {
     pub to: usize,
 }
 
+/// What a node keeps on disk besides its records: the strong-consistency
+/// state it saved (as the server's `<ns>.sc`) and its unreplicated records
+/// (as `<ns>.unreplicated`).
+#[derive(Clone, Debug, Default)]
+pub struct Disk {
+    pub roster: Option<bolide_cluster::sc::Roster>,
+    pub regime: u32,
+    pub versions: Vec<bolide_cluster::Version>,
+    pub witnesses: Vec<bolide_cluster::sc::Witness>,
+    /// (watermark ms, digests) of the last save of the unreplicated list.
+    pub unreplicated: Option<(u64, Vec<[u8; bolide_types::DIGEST_BYTES]>)>,
+}
+
 pub struct SimNode {
     pub id: NodeId,
     pub up: bool,
     pub paused: bool,
-    /// Keeps its records across a restart (a persistent namespace).
+    /// Keeps its records across a restart (a persistent namespace with
+    /// commit-to-device: every acknowledged write survives a kill -9).
     pub persistent: bool,
+    /// Bumped at each start: timers of an earlier life are ignored.
+    pub boot: u64,
+    pub disk: Disk,
+    /// Added to the clock this node puts in its heartbeats (clock skew).
+    pub clock_offset_ms: i64,
     pub cluster: ClusterNode,
     pub routing: Arc<Routing>,
     pub gates: Arc<Gates>,
@@ -120,6 +141,7 @@ fn encode_result(result: &OpResult) -> Vec<u8> {
         OpResult::NotFound => out.push(2),
         OpResult::Timeout => out.push(3),
         OpResult::Unavailable => out.push(4),
+        OpResult::Forbidden => out.push(5),
     }
     out
 }
@@ -131,6 +153,7 @@ fn decode_result(bytes: &[u8]) -> Option<OpResult> {
         2 => OpResult::NotFound,
         3 => OpResult::Timeout,
         4 => OpResult::Unavailable,
+        5 => OpResult::Forbidden,
         _ => return None,
     })
 }
@@ -180,6 +203,7 @@ impl World {
             resolved,
         ) {
             Decision::Unavailable => return answered(OpResult::Unavailable),
+            Decision::Forbidden => return answered(OpResult::Forbidden),
             Decision::Proxy(to) => return need(Need::Proxy { to }),
             Decision::Again => return need(Need::Again),
             Decision::Resolve => {
@@ -365,6 +389,56 @@ impl World {
         }
     }
 
+    /// (SC) A node's background sweep: the records left unreplicated on
+    /// it go to their replicas again, as the server's fabric thread sends
+    /// them (`rereplicate::sweep`).
+    pub(crate) fn sweep_unreplicated(&mut self, index: usize) {
+        use bolide_cluster::datapath::rereplicate;
+        let node = &self.nodes[index];
+        let copies = rereplicate::sweep(
+            &node.store,
+            &node.routing,
+            &node.gates,
+            &[0],
+            rereplicate::SWEEP_BUDGET,
+        );
+        for copies in copies {
+            let now = self.now;
+            let key = u32::from_le_bytes(
+                copies.image.digest[2..6]
+                    .try_into()
+                    .expect("a simulated digest holds its key"),
+            );
+            let mut work = Work::new(
+                self.nodes[index].id,
+                now,
+                OP_DEADLINE_MS,
+                encode_op(0, key, &OpKind::Get),
+                ProxyFraming::Message,
+            );
+            let routing = Arc::clone(&self.nodes[index].routing);
+            work.start(
+                Need::Rereplicate {
+                    copies,
+                    then_run: false,
+                },
+                now,
+                &routing,
+            );
+            let id = self.new_work_id();
+            let pending = Pending {
+                work,
+                origin: Origin::Background,
+                key,
+                answer: OpResult::Timeout,
+                applied: false,
+                relayed: None,
+                wake_scheduled: None,
+            };
+            self.drive(index, id, pending);
+        }
+    }
+
     fn new_work_id(&mut self) -> u64 {
         self.next_work += 1;
         self.next_work
@@ -431,6 +505,7 @@ impl World {
 
     fn answer_origin(&mut self, index: usize, origin: Origin, result: OpResult) {
         match origin {
+            Origin::Background => {}
             Origin::Client { op } => self.answer_client(op, result),
             Origin::Proxied { from, id } => {
                 let answer = encode_result(&result);

@@ -44,6 +44,17 @@ pub fn check(
     budget: u64,
     exhausted: &mut bool,
 ) -> Result<(), Violation> {
+    check_from(&[initial], history, budget, exhausted)
+}
+
+/// As [`check`], from any of `initials` (a register whose value is not
+/// known at the start: after a revive it holds whatever a copy kept).
+pub fn check_from(
+    initials: &[Option<u64>],
+    history: &[Operation],
+    budget: u64,
+    exhausted: &mut bool,
+) -> Result<(), Violation> {
     let n = history.len();
     if n == 0 {
         return Ok(());
@@ -59,7 +70,7 @@ pub fn check(
     let mut seen: HashSet<(u128, Option<u64>)> = HashSet::new();
     let mut steps = 0u64;
     // Depth-first: (linearized mask, state).
-    let mut stack: Vec<(u128, Option<u64>)> = vec![(0, initial)];
+    let mut stack: Vec<(u128, Option<u64>)> = initials.iter().map(|&state| (0, state)).collect();
     while let Some((done, state)) = stack.pop() {
         if done & must == must {
             return Ok(());
@@ -190,6 +201,24 @@ mod tests {
             op(50, Some(60), Action::Read(Some(3))),
         ];
         assert!(!ok(None, &history));
+    }
+
+    #[test]
+    fn an_unknown_start_is_any_of_the_candidates_then_consistent() {
+        // After a revive the register holds one of the values it had.
+        let history = [
+            op(0, Some(10), Action::Read(Some(2))),
+            op(20, Some(30), Action::Read(Some(2))),
+        ];
+        let mut exhausted = false;
+        assert!(check_from(&[None, Some(1), Some(2)], &history, 1000, &mut exhausted).is_ok());
+        // ...but one of them, not first one and then another.
+        let history = [
+            op(0, Some(10), Action::Read(Some(2))),
+            op(20, Some(30), Action::Read(Some(1))),
+        ];
+        assert!(check_from(&[None, Some(1), Some(2)], &history, 1000, &mut exhausted).is_err());
+        assert!(!exhausted);
     }
 
     #[test]

@@ -59,9 +59,22 @@ impl MemStore {
         self.partitions.borrow_mut()[partition_of(key)].insert(digest, rec);
     }
 
+    /// Whether it holds no record at all.
+    pub fn is_empty(&self) -> bool {
+        self.partitions.borrow().iter().all(BTreeMap::is_empty)
+    }
+
     /// Partitions holding anything (a restart's versions).
     pub fn holds(&self, pid: usize) -> bool {
         !self.partitions.borrow()[pid].is_empty()
+    }
+
+    /// Every record (and tombstone) of a partition with its stamp.
+    pub fn stamps(&self, pid: usize) -> Vec<([u8; DIGEST_BYTES], Stamp)> {
+        self.partitions.borrow()[pid]
+            .iter()
+            .map(|(digest, rec)| (*digest, rec.stamp))
+            .collect()
     }
 
     fn image(digest: &[u8; DIGEST_BYTES], rec: &Rec) -> OwnedImage {

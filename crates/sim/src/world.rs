@@ -1,16 +1,16 @@
 //! The simulated world: nodes, network, clients, faults and checks. The
 //! data path on each node is the cluster crate's (see `datapath.rs`).
 
-use crate::datapath::SimNode;
+use crate::datapath::{Disk, SimNode};
 use crate::linearizability::{self, Action as Register, Operation};
 use crate::store::{partition_of, MemStore};
 use bolide_cluster::codec;
 use bolide_cluster::datapath::emigrate::{EmigrateNamespace, PARTITIONS_PER_THREAD};
 use bolide_cluster::datapath::ReadMode;
 use bolide_cluster::datapath::{Emigrator, EmigratorConfig, Immigrator};
-use bolide_cluster::node::{empty_versions, Action, ClusterNode, Config, Entropy, NamespaceConfig};
+use bolide_cluster::node::{Action, ClusterNode, Config, Entropy, NamespaceConfig};
 use bolide_cluster::routing::{ConflictPolicy, Gates, Routing, BITMAP_BYTES};
-use bolide_cluster::sc::Roster;
+use bolide_cluster::sc::{self, Availability, Roster};
 use bolide_cluster::{Endpoint, Envelope, NodeId, Version};
 use bolide_types::PARTITION_COUNT;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -61,13 +61,17 @@ pub struct Outcome {
     /// the operations in them.
     pub linearizable_keys: u64,
     pub linearizable_operations: u64,
+    /// (SC) partitions found dead after every copy was lost, then revived.
+    pub revived_partitions: u64,
+    /// Writes refused (22) while the clocks were skewed.
+    pub skew_refused_writes: u64,
 }
 
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {}: ok after {} events, {:.1} s simulated; {} writes acknowledged, {} timed out, {} reads, {} migrations, {} replica writes, {} proxied, {} fetched; longest failover {} ms; {} keys ({} operations) linearizable; faults: {}",
+            "seed {}: ok after {} events, {:.1} s simulated; {} writes acknowledged, {} timed out, {} reads, {} migrations, {} replica writes, {} proxied, {} fetched; longest failover {} ms; {} keys ({} operations) linearizable; {} partitions dead then revived; {} writes refused for clock skew; faults: {}",
             self.seed,
             self.events,
             self.virtual_ms as f64 / 1000.0,
@@ -81,6 +85,8 @@ impl fmt::Display for Outcome {
             self.failover_ms_max,
             self.linearizable_keys,
             self.linearizable_operations,
+            self.revived_partitions,
+            self.skew_refused_writes,
             self.faults.join(", ")
         )
     }
@@ -111,7 +117,7 @@ impl fmt::Display for Failure {
 }
 
 const TICK_MS: u64 = 10;
-const OP_DEADLINE_MS: u64 = 1000;
+pub(crate) const OP_DEADLINE_MS: u64 = 1000;
 const KEY_SPACE: u32 = 600;
 const OP_INTERVAL_MS: u64 = 4;
 const CONVERGE_LIMIT_MS: u64 = 90_000;
@@ -120,6 +126,32 @@ const TRACE_LINES: usize = 400;
 const MIGRATE_THREADS: usize = 1;
 const MIGRATE_MAX_NUM_INCOMING: usize = 4;
 const MIGRATE_SLEEP_US: u32 = 1;
+/// The simulated wall clocks' time at the start (2026-11-28).
+const WALL_CLOCK_START_MS: u64 = 1_795_824_000_000;
+/// How far a clock-skew fault moves a node's clock: past the 20 s at which
+/// strong-consistency writes stop with the simulated heartbeat.
+const SKEW_FAULT_MS: i64 = 25_000;
+/// From a skew fault's start, writes must be refused after this (the
+/// smoothed skew passes the limit within a few pulses).
+const SKEW_DETECTED_MS: u64 = 2000;
+/// As the server: records written this long before the saved watermark
+/// are listed unreplicated again at a restart too.
+const UNREPLICATED_SLACK_MS: u64 = bolide_cluster::datapath::rereplicate::WATERMARK_SLACK_MS;
+
+fn datapath_sweep_ms() -> u64 {
+    bolide_cluster::datapath::rereplicate::SWEEP_EVERY_MS
+}
+
+/// The digests of every record left unreplicated on a node.
+fn unreplicated_digests(gates: &Gates) -> Vec<[u8; 20]> {
+    let mut digests = Vec::new();
+    if gates.unreplicated_count(0) > 0 {
+        for pid in 0..PARTITION_COUNT {
+            digests.extend(gates.unreplicated(0, pid));
+        }
+    }
+    digests
+}
 
 struct SeededEntropy(Xoshiro256PlusPlus);
 
@@ -143,6 +175,8 @@ pub(crate) enum OpResult {
     Timeout,
     /// Nobody serves the partition from that node now (11).
     Unavailable,
+    /// Writes stopped: the cluster's clocks are too far apart (22).
+    Forbidden,
 }
 
 pub(crate) struct Op {
@@ -184,6 +218,12 @@ pub(crate) enum Event {
     },
     EmigratorWake {
         node: usize,
+    },
+    /// (SC) a node's background sweep of its unreplicated records, and
+    /// the save of their list (`boot`: the life it was scheduled in).
+    Sweep {
+        node: usize,
+        boot: u64,
     },
     /// A call's connection failed (its node died): no answer will come.
     Lost {
@@ -279,8 +319,22 @@ pub(crate) struct World {
     roster: Roster,
     /// (SC) per key, every operation with a known or in-doubt outcome.
     operations: BTreeMap<u32, Vec<Operation>>,
+    /// (SC) per key whose partition was revived: when (operations called
+    /// before then belong to the earlier history).
+    epochs: BTreeMap<u32, u64>,
+    /// (SC) histories closed by a revive: the key, its operations, and the
+    /// values the register may hold at its start.
+    closed: Vec<(u32, Vec<Operation>, Vec<Option<u64>>)>,
+    /// (SC) per key revived, the values it may hold when its current
+    /// history starts.
+    starts: BTreeMap<u32, Vec<Option<u64>>>,
     linearizable_keys: u64,
     linearizable_operations: u64,
+    revived_partitions: u64,
+    skew_refused_writes: u64,
+    /// While a clock-skew fault lasts: writes acknowledged after this time
+    /// fail the run (SC stops writes).
+    skew_since: Option<u64>,
 }
 
 fn endpoint(index: usize, port: u16) -> Endpoint {
@@ -321,6 +375,8 @@ pub fn run(options: &Options) -> Result<Outcome, Failure> {
             failover_ms_max: world.failover_ms_max,
             linearizable_keys: world.linearizable_keys,
             linearizable_operations: world.linearizable_operations,
+            revived_partitions: world.revived_partitions,
+            skew_refused_writes: world.skew_refused_writes,
         }),
     }
 }
@@ -371,8 +427,14 @@ impl World {
             read_mode: ReadMode::Session,
             roster: Roster::default(),
             operations: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+            closed: Vec::new(),
+            starts: BTreeMap::new(),
             linearizable_keys: 0,
             linearizable_operations: 0,
+            revived_partitions: 0,
+            skew_refused_writes: 0,
+            skew_since: None,
         };
         if world.options.sc {
             world.read_mode = ReadMode::Linearize;
@@ -414,7 +476,7 @@ impl World {
         }));
     }
 
-    fn config(&self, index: usize) -> Config {
+    fn config(&self, index: usize, disk: &Disk) -> Config {
         Config {
             node: node_id(index),
             cluster_name: "sim".into(),
@@ -431,45 +493,57 @@ impl World {
             min_cluster_size: 1,
             namespaces: vec![NamespaceConfig {
                 strong_consistency: self.options.sc,
-                roster: self.roster.clone(),
-                regime: if self.options.sc { 1 } else { 0 },
+                roster: disk.roster.clone().unwrap_or_else(|| self.roster.clone()),
+                regime: if self.options.sc {
+                    disk.regime.max(1)
+                } else {
+                    0
+                },
+                witnesses: disk.witnesses.clone(),
                 rack_id: self.rack_of(index),
                 ..NamespaceConfig::ap("test", 2, self.conflict_policy)
             }],
         }
     }
 
-    /// Starts (or restarts) node `index`.
-    fn start_node(&mut self, index: usize) {
-        let mut config = self.config(index);
-        config.boot_id = self.rng.random();
+    /// Starts (or restarts) node `index` with the records its store holds
+    /// (a node killed without its data has an empty one). `trusted`: its
+    /// storage kept every write it acknowledged (a clean stop, or
+    /// commit-to-device), as the server decides at start.
+    fn start_node(&mut self, index: usize, trusted: bool) {
         let persistent;
         let store;
+        let disk;
+        let boot;
         if index < self.nodes.len() {
             persistent = self.nodes[index].persistent;
-            store = if persistent {
-                std::mem::replace(&mut self.nodes[index].store, MemStore::new())
-            } else {
-                MemStore::new()
-            };
+            store = std::mem::replace(&mut self.nodes[index].store, MemStore::new());
+            disk = self.nodes[index].disk.clone();
+            boot = self.nodes[index].boot + 1;
         } else {
             persistent = self.rng.random_bool(0.5);
             store = MemStore::new();
+            disk = Disk::default();
+            boot = 0;
         }
-        // A restarted copy is a lineage of its own: merged, never trusted.
+        let mut config = self.config(index, &disk);
+        config.boot_id = self.rng.random();
+        // A copy with no saved lineage is one of its own: merged, never
+        // trusted.
         let restart_key = (self.rng.random::<u64>() & 0xFFFF_FFFF_FFFF).max(1);
-        let mut versions = empty_versions();
-        for (pid, version) in versions.iter_mut().enumerate() {
-            if store.holds(pid) {
-                // Under SC a copy back from a restart is a subset until
-                // merged (as the server does).
-                *version = if self.options.sc {
-                    Version::partial(restart_key)
-                } else {
-                    Version::full(restart_key)
-                };
-            }
-        }
+        let versions = if self.options.sc {
+            sc::restart_versions(&disk.versions, trusted, |pid| store.holds(pid), restart_key)
+        } else {
+            (0..PARTITION_COUNT)
+                .map(|pid| {
+                    if store.holds(pid) {
+                        Version::full(restart_key)
+                    } else {
+                        Version::NULL
+                    }
+                })
+                .collect()
+        };
         let entropy = Box::new(SeededEntropy(Xoshiro256PlusPlus::seed_from_u64(
             self.rng.random(),
         )));
@@ -485,6 +559,25 @@ impl World {
             &[("test".into(), 2, self.conflict_policy)],
         ));
         let gates = Arc::new(Gates::new(1));
+        if self.options.sc && trusted {
+            // The records a crash may have cut off from their replicas are
+            // unreplicated again, as the server lists them at start.
+            let (watermark, saved) = disk.unreplicated.clone().unwrap_or_default();
+            let from = watermark.saturating_sub(UNREPLICATED_SLACK_MS);
+            for pid in 0..PARTITION_COUNT {
+                let saved_here: Vec<[u8; 20]> = saved
+                    .iter()
+                    .filter(|digest| usize::from(bolide_cluster::datapath::pid_of(digest)) == pid)
+                    .copied()
+                    .collect();
+                let held = store.stamps(pid).into_iter();
+                for (digest, stamp) in
+                    bolide_cluster::datapath::rereplicate::restart_list(&saved_here, from, held)
+                {
+                    drop(gates.mark_unreplicated(0, pid, digest, stamp));
+                }
+            }
+        }
         let emigrator = Emigrator::new(
             EmigratorConfig {
                 workers: MIGRATE_THREADS * PARTITIONS_PER_THREAD,
@@ -495,11 +588,15 @@ impl World {
             },
             Arc::clone(&gates),
         );
+        let unreplicated = gates.unreplicated_count(0);
         let node = SimNode {
             id: config.node,
             up: true,
             paused: false,
             persistent,
+            boot,
+            disk,
+            clock_offset_ms: 0,
             cluster,
             routing,
             gates,
@@ -517,16 +614,26 @@ impl World {
             self.nodes.push(node);
         }
         self.log(format!(
-            "node {index} ({:x}) starts{}",
+            "node {index} ({:x}) starts{}{}{}",
             config.node,
-            if persistent {
-                " with its data"
-            } else {
+            if self.nodes[index].store.is_empty() {
                 " empty"
+            } else {
+                " with its data"
+            },
+            if trusted { "" } else { ", untrusted" },
+            if unreplicated > 0 {
+                format!(", {unreplicated} records unreplicated")
+            } else {
+                String::new()
             }
         ));
         let jitter = self.rng.random_range(0..TICK_MS);
         self.schedule(jitter, Event::Tick(index));
+        self.schedule(
+            jitter + datapath_sweep_ms(),
+            Event::Sweep { node: index, boot },
+        );
     }
 
     // ---------------------------------------------------------------
@@ -547,7 +654,7 @@ impl World {
             self.roster = Roster::parse(&nodes.join(",")).expect("roster of node ids");
         }
         for index in 0..initial {
-            self.start_node(index);
+            self.start_node(index, true);
             let gap = self.rng.random_range(0..800);
             self.run_for(gap);
         }
@@ -594,12 +701,18 @@ impl World {
         }
     }
 
-    /// (SC) every key's history is linearizable.
+    /// (SC) every key's history is linearizable (a history a revive
+    /// closed, and the one after it, each on its own: the revive accepted
+    /// whatever the copies held).
     fn check_linearizable(&mut self) {
-        let operations = std::mem::take(&mut self.operations);
-        for (key, history) in &operations {
+        let mut histories = std::mem::take(&mut self.closed);
+        for (key, history) in std::mem::take(&mut self.operations) {
+            let starts = self.starts.get(&key).cloned().unwrap_or(vec![None]);
+            histories.push((key, history, starts));
+        }
+        for (key, history, starts) in &histories {
             let mut exhausted = false;
-            let result = linearizability::check(None, history, 2_000_000, &mut exhausted);
+            let result = linearizability::check_from(starts, history, 2_000_000, &mut exhausted);
             if exhausted {
                 self.fail(format!(
                     "key {key}: linearizability search gave up ({} operations)",
@@ -633,7 +746,7 @@ impl World {
         let choice = self.rng.random_range(0..100u32);
         let victim = up[self.rng.random_range(0..up.len())];
         let hold: u64 = self.rng.random_range(500..6000);
-        if choice < 30 && up.len() >= 2 {
+        if choice < 22 && up.len() >= 2 {
             let killed_at = self.now;
             self.kill(victim);
             let label = format!("kill -9 node {victim}, restart after {hold} ms");
@@ -646,8 +759,21 @@ impl World {
             }
             let remaining = hold.saturating_sub(self.now - killed_at);
             self.run_for(remaining);
-            self.start_node(victim);
-        } else if choice < 45 && up.len() >= 2 {
+            // A persistent node has commit-to-device: nothing it
+            // acknowledged is lost, its copies are trusted.
+            let trusted = self.nodes[victim].persistent;
+            self.start_node(victim, trusted);
+        } else if choice < 30 && self.options.sc && up.len() >= 2 {
+            self.lose_every_copy(hold);
+        } else if choice < 36 && up.len() >= 2 {
+            let label = format!("clean restart of node {victim} after {hold} ms");
+            self.faults.push(label.clone());
+            self.log(format!("FAULT {label}"));
+            self.stop_cleanly(victim);
+            self.run_for(hold);
+            let trusted = self.nodes[victim].persistent;
+            self.start_node(victim, trusted);
+        } else if choice < 48 && up.len() >= 2 {
             let label = format!("SIGSTOP node {victim} for {hold} ms");
             self.faults.push(label.clone());
             self.log(format!("FAULT {label}"));
@@ -672,12 +798,28 @@ impl World {
             self.merging = true;
             self.run_for(3000);
             self.split = None;
-        } else if choice < 85 && self.nodes.len() < 5 {
+        } else if choice < 82 && self.nodes.len() < 5 {
             let index = self.nodes.len();
             let label = format!("node {index} joins");
             self.faults.push(label.clone());
             self.log(format!("FAULT {label}"));
-            self.start_node(index);
+            self.start_node(index, true);
+        } else if choice < 90 && self.options.sc && up.len() >= 2 {
+            let ahead = if self.rng.random_bool(0.5) { 1 } else { -1 };
+            let offset = ahead * SKEW_FAULT_MS;
+            let hold = hold.max(3 * SKEW_DETECTED_MS);
+            let label = format!("clock of node {victim} {offset} ms off for {hold} ms");
+            self.faults.push(label.clone());
+            self.log(format!("FAULT {label}"));
+            self.nodes[victim].clock_offset_ms = offset;
+            self.skew_since = Some(self.now + SKEW_DETECTED_MS);
+            let refused = self.skew_refused_writes;
+            self.run_for(hold);
+            self.skew_since = None;
+            self.nodes[victim].clock_offset_ms = 0;
+            if self.skew_refused_writes == refused && self.nodes[victim].up {
+                self.fail(format!("no write refused while {label}"));
+            }
         } else {
             let label = format!("heartbeat loss 30% for {hold} ms");
             self.faults.push(label.clone());
@@ -685,6 +827,160 @@ impl World {
             self.control_drop = 0.3;
             self.run_for(hold);
             self.control_drop = 0.0;
+        }
+    }
+
+    /// (SC) Every node holding a complete copy of some partition is
+    /// killed at once and comes back without its data: the partitions they
+    /// alone held must be dead (and only those) once every roster node is
+    /// back, and `revive:` on every node then `recluster:` must serve them
+    /// again, with whatever is left.
+    fn lose_every_copy(&mut self, hold: u64) {
+        let pid = self.rng.random_range(0..PARTITION_COUNT);
+        let holders = self.complete_holders(pid);
+        let victims: Vec<usize> = holders.into_iter().collect();
+        let label = format!(
+            "kill -9 nodes {victims:?} (every copy of partition {pid}) without their data, restart after {hold} ms"
+        );
+        self.faults.push(label.clone());
+        self.log(format!("FAULT {label}"));
+        let expected: BTreeSet<usize> = (0..PARTITION_COUNT)
+            .filter(|&p| {
+                let holders = self.complete_holders(p);
+                !holders.is_empty() && holders.iter().all(|h| victims.contains(h))
+            })
+            .collect();
+        for &victim in &victims {
+            self.kill(victim);
+            self.nodes[victim].store = MemStore::new();
+        }
+        self.run_for(hold);
+        for &victim in &victims {
+            self.start_node(victim, false);
+        }
+        // Every roster node is back: wait for one map of every live node.
+        let until = self.now + 30_000;
+        loop {
+            self.run_for(100);
+            if self.failure.is_some() {
+                return;
+            }
+            let live: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| self.nodes[i].up)
+                .collect();
+            let members: BTreeSet<NodeId> = live.iter().map(|&i| self.nodes[i].id).collect();
+            let formed = live.iter().all(|&i| {
+                let routing = &self.nodes[i].routing;
+                routing.settled()
+                    && routing.key == self.nodes[live[0]].routing.key
+                    && routing.members.iter().copied().collect::<BTreeSet<_>>() == members
+            });
+            if formed {
+                break;
+            }
+            if self.now >= until {
+                self.fail(format!("no map of every node after {label}"));
+                return;
+            }
+        }
+        for index in (0..self.nodes.len()).filter(|&i| self.nodes[i].up) {
+            let dead: BTreeSet<usize> = self.nodes[index]
+                .cluster
+                .verdicts(0)
+                .iter()
+                .enumerate()
+                .filter(|(_, &verdict)| verdict == Availability::Dead)
+                .map(|(pid, _)| pid)
+                .collect();
+            if dead != expected {
+                let missing: Vec<&usize> = expected.difference(&dead).take(5).collect();
+                let extra: Vec<&usize> = dead.difference(&expected).take(5).collect();
+                self.fail(format!(
+                    "node {index}: {} dead partitions, {} expected after {label} (not dead: {missing:?}; dead, not expected: {extra:?})",
+                    dead.len(),
+                    expected.len()
+                ));
+                return;
+            }
+        }
+        self.log(format!(
+            "{} partitions dead as expected: revive",
+            expected.len()
+        ));
+        let now = self.now;
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .collect();
+        for &index in &live {
+            let revived = self.nodes[index].cluster.revive(None);
+            if revived != expected.len() as u64 {
+                self.fail(format!(
+                    "node {index} revived {revived} partitions, {} dead",
+                    expected.len()
+                ));
+                return;
+            }
+            self.drain_actions(index);
+        }
+        self.start_epochs(&expected);
+        self.revived_partitions += expected.len() as u64;
+        for &index in &live {
+            self.nodes[index].cluster.recluster(now);
+            self.drain_actions(index);
+        }
+    }
+
+    /// Live nodes holding a complete copy of `pid`: its working master
+    /// and the replicas that may serve reads.
+    fn complete_holders(&self, pid: usize) -> BTreeSet<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .filter(|&i| {
+                let route = self.nodes[i].routing.namespaces[0].route(pid);
+                !route.unavailable() && (route.writes_here() || route.reads_here())
+            })
+            .collect()
+    }
+
+    /// A clean stop (SIGTERM): the node saves its state and its exact
+    /// unreplicated list, as the server does after flushing its storage.
+    fn stop_cleanly(&mut self, index: usize) {
+        let now = self.now;
+        let node = &mut self.nodes[index];
+        if self.options.sc {
+            node.disk.versions = node.cluster.saved_versions(0);
+            node.disk.witnesses = node.cluster.witnesses(0).to_vec();
+            node.disk.regime = node.cluster.sc()[0].regime;
+            node.disk.roster = Some(node.cluster.sc()[0].roster.clone());
+            node.disk.unreplicated = Some((now, unreplicated_digests(&node.gates)));
+        }
+        self.kill(index);
+    }
+
+    /// (SC) The keys of revived partitions start a new history: the one
+    /// so far is checked on its own, and the register may hold any value
+    /// it had (or nothing) when the new one starts.
+    fn start_epochs(&mut self, pids: &BTreeSet<usize>) {
+        for key in 0..KEY_SPACE {
+            if !pids.contains(&partition_of(key)) {
+                continue;
+            }
+            let history = self.operations.remove(&key).unwrap_or_default();
+            let starts = self.starts.remove(&key).unwrap_or(vec![None]);
+            let mut next: BTreeSet<Option<u64>> = starts.iter().copied().collect();
+            for operation in &history {
+                if let Register::Write(value) = operation.action {
+                    next.insert(value);
+                }
+            }
+            if !history.is_empty() {
+                self.closed.push((key, history, starts));
+            }
+            self.starts.insert(key, next.into_iter().collect());
+            self.epochs.insert(key, self.now);
+            if let Some(history) = self.history.get_mut(&key) {
+                history.acknowledged.clear();
+            }
         }
     }
 
@@ -965,7 +1261,9 @@ impl World {
                     return;
                 }
                 let now = self.now;
-                self.nodes[index].cluster.tick(now, now);
+                let clock = (WALL_CLOCK_START_MS + now)
+                    .saturating_add_signed(self.nodes[index].clock_offset_ms);
+                self.nodes[index].cluster.tick(now, clock);
                 self.drain_actions(index);
                 if std::mem::take(&mut self.masters_dirty) {
                     self.check_single_master();
@@ -983,6 +1281,19 @@ impl World {
             Event::WorkWake { node, work } => self.work_wake(node, work),
             Event::EmigratorWake { node } => self.emigrator_wake(node),
             Event::Lost { node, id } => self.lost(node, id),
+            Event::Sweep { node, boot } => {
+                if !self.nodes[node].up || self.nodes[node].boot != boot {
+                    return;
+                }
+                self.schedule(datapath_sweep_ms(), Event::Sweep { node, boot });
+                if self.nodes[node].paused || !self.options.sc {
+                    return;
+                }
+                let now = self.now;
+                let digests = unreplicated_digests(&self.nodes[node].gates);
+                self.nodes[node].disk.unreplicated = Some((now, digests));
+                self.sweep_unreplicated(node);
+            }
         }
     }
 
@@ -991,7 +1302,11 @@ impl World {
     /// their map is the one in force).
     pub(crate) fn drain_actions(&mut self, index: usize) {
         let mut actions = self.nodes[index].cluster.take_actions();
-        actions.sort_by_key(|action| !matches!(action, Action::Publish(_)));
+        actions.sort_by_key(|action| match action {
+            Action::SaveSc { .. } => 0,
+            Action::Publish(_) => 1,
+            _ => 2,
+        });
         for action in actions {
             match action {
                 Action::Connect(_) | Action::Disconnect(_) => {}
@@ -1039,7 +1354,20 @@ impl World {
                         .gates
                         .forget_unreplicated(namespace, usize::from(pid));
                 }
-                Action::Metadata(_) | Action::SaveSc { .. } => {}
+                Action::SaveSc {
+                    roster,
+                    regime,
+                    versions,
+                    witnesses,
+                    ..
+                } => {
+                    let disk = &mut self.nodes[index].disk;
+                    disk.roster = Some(roster);
+                    disk.regime = regime;
+                    disk.versions = versions;
+                    disk.witnesses = witnesses;
+                }
+                Action::Metadata(_) => {}
                 Action::Log(_, line) => {
                     self.log(format!("[{index}] {line}"));
                 }
@@ -1195,6 +1523,22 @@ impl World {
         let key = state.key;
         let kind = state.kind.clone();
         let issued = state.issued;
+        if self.options.sc
+            && matches!(kind, OpKind::Put(_) | OpKind::Delete)
+            && result
+                == OpResult::Ok(match &kind {
+                    OpKind::Put(value) => Some(*value),
+                    _ => None,
+                })
+            && self.skew_since.is_some_and(|since| issued >= since)
+        {
+            self.fail(format!(
+                "op {op} on key {key}: a write acknowledged while the clocks were skewed"
+            ));
+        }
+        // Called before its key's partition was revived: a write may take
+        // effect in the new history (in doubt), a read belongs to neither.
+        let before_revive = self.epochs.get(&key).is_some_and(|&epoch| issued < epoch);
         if self.options.sc {
             let action = match (&kind, &result) {
                 (OpKind::Get, OpResult::Ok(value)) => Some((Register::Read(*value), true)),
@@ -1211,6 +1555,11 @@ impl World {
                 (OpKind::Delete, OpResult::Timeout) => Some((Register::Write(None), false)),
                 // A read that failed, or a write refused with 11: nothing.
                 _ => None,
+            };
+            let action = match action {
+                Some((Register::Read(_), _)) if before_revive => None,
+                Some((write, _)) if before_revive => Some((write, false)),
+                action => action,
             };
             if let Some((action, known)) = action {
                 let ops = self.operations.entry(key).or_default();
@@ -1251,6 +1600,7 @@ impl World {
             }
             (_, OpResult::NotFound) => {}
             (_, OpResult::Unavailable) => {}
+            (_, OpResult::Forbidden) => self.skew_refused_writes += 1,
         }
         self.ops.remove(&op);
     }

@@ -8,9 +8,9 @@
 //! transaction layer does no I/O: it returns the work on other nodes as a
 //! [`Remote`] value, and the server carries it out over the fabric.
 
-use bolide_cluster::datapath::OwnedImage;
 pub use bolide_cluster::datapath::{Need, Replication};
-use bolide_cluster::routing::Gates;
+use bolide_cluster::datapath::{Nodes, OwnedImage};
+use bolide_cluster::routing::{GateGuard, Gates};
 use bolide_cluster::{Route, Routing};
 use bolide_store::Namespace;
 use bolide_types::Digest;
@@ -54,6 +54,52 @@ impl<'a> Cluster<'a> {
                 ..Route::default()
             },
         }
+    }
+}
+
+impl Cluster<'_> {
+    /// (SC) The copies of a record left unreplicated here (its last
+    /// write's copies did not all reach the other holders): the work that
+    /// sends its held copy to them again, with `guard` held until they
+    /// have it, then runs the request (`then_run`) or ends. None when the
+    /// record is not listed, or this node does not write its partition
+    /// (the request goes where it is written). A record listed but no
+    /// longer held (its partition dropped) is forgotten.
+    pub fn copy_again(
+        &self,
+        index: usize,
+        namespace: &Namespace,
+        digest: &Digest,
+        guard: Option<GateGuard>,
+        then_run: bool,
+    ) -> Option<Need> {
+        let pid = digest.partition_id().index();
+        if !self.gates.is_unreplicated(index, pid, &digest.0) {
+            return None;
+        }
+        let route = self.route(index, pid);
+        if route.unavailable() || !route.writes_here() {
+            return None;
+        }
+        let mark = self.gates.rereplication_mark(index, pid, &digest.0)?;
+        let Some(image) = held_image(namespace, digest) else {
+            self.gates.forget_unreplicated(index, pid);
+            return None;
+        };
+        Some(Need::Rereplicate {
+            copies: Replication {
+                namespace: index,
+                pid: pid as u16,
+                cluster_key: self.routing.cluster_key,
+                regime: self.routing.namespaces.get(index).map_or(0, |ns| ns.regime),
+                to: Nodes::of_members(self.routing, route.destinations()),
+                image,
+                commit_master: false,
+                guard,
+                mark: Some(mark),
+            },
+            then_run,
+        })
     }
 }
 

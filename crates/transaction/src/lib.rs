@@ -463,6 +463,7 @@ fn route<R: Reply + ?Sized>(
         cluster.resolved,
     ) {
         Decision::Unavailable => return Err(ResultCode::Unavailable),
+        Decision::Forbidden => return Err(ResultCode::Forbidden),
         Decision::Proxy(to) => return remote(Need::Proxy { to }),
         Decision::Again => return remote(Need::Again),
         Decision::Resolve => {
@@ -485,39 +486,15 @@ fn route<R: Reply + ?Sized>(
     // copied to them again before anyone reads or writes it: what a
     // client sees must survive this node.
     let read_mode = datapath::ReadMode::of_info3(policy.read_mode_sc);
-    let mark = if sc && (is_write || read_mode.strict()) {
-        cluster
-            .gates
-            .is_unreplicated(index, pid, &digest.0)
-            .then(|| cluster.gates.rereplication_mark(index, pid, &digest.0))
-            .flatten()
-    } else {
-        None
-    };
-    if let Some(mark) = mark {
-        let Some(image) = crate::cluster::held_image(namespace, &digest) else {
+    if sc
+        && (is_write || read_mode.strict())
+        && cluster.gates.is_unreplicated(index, pid, &digest.0)
+    {
+        return match cluster.copy_again(index, namespace, &digest, guard, true) {
+            Some(need) => remote(need),
             // Nothing held any more (dropped with its partition).
-            cluster.gates.forget_unreplicated(index, pid);
-            return remote(Need::Again);
+            None => remote(Need::Again),
         };
-        return remote(Need::Rereplicate {
-            copies: Replication {
-                namespace: index,
-                pid: pid as u16,
-                cluster_key: cluster.routing.cluster_key,
-                regime: cluster
-                    .routing
-                    .namespaces
-                    .get(index)
-                    .map_or(0, |ns| ns.regime),
-                to: Nodes::of_members(cluster.routing, route.destinations()),
-                image,
-                commit_master: false,
-                guard,
-                mark: Some(mark),
-            },
-            then_run: true,
-        });
     }
     let own_filter = record.filter.map(expression::parse).transpose()?;
     let filter = own_filter.as_ref().or(parent_filter);

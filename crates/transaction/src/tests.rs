@@ -309,6 +309,57 @@ fn delete_then_not_found() {
 }
 
 #[test]
+fn strong_consistency_refuses_expunges_unless_allowed() {
+    for allow_expunge in [false, true] {
+        let mut config = NamespaceConfig::with_name("test");
+        config.strong_consistency = true;
+        config.strong_consistency_allow_expunge = allow_expunge;
+        let store = Store::new(vec![config]);
+        let refused = if allow_expunge {
+            0
+        } else {
+            ResultCode::Forbidden.as_u8()
+        };
+        // A delete, and an operate whose delete op removes the record.
+        run(&store, &put(1, "a", particle::STRING, b"x"));
+        let mut delete = Request::new(1);
+        delete.header.info2 = info2::WRITE | info2::DELETE;
+        assert_eq!(run(&store, &delete).result, refused);
+        run(&store, &put(2, "a", particle::STRING, b"x"));
+        let mut operate = Request::new(2).op(op_type::DELETE, particle::NULL, "", b"");
+        operate.header.info2 = info2::WRITE;
+        assert_eq!(run(&store, &operate).result, refused);
+        // Its last bin removed.
+        run(&store, &put(3, "a", particle::STRING, b"x"));
+        assert_eq!(
+            run(&store, &put(3, "a", particle::NULL, b"")).result,
+            refused
+        );
+        let found = if allow_expunge {
+            ResultCode::NotFound.as_u8()
+        } else {
+            0
+        };
+        for seed in 1..=3 {
+            assert_eq!(run(&store, &get(seed)).result, found, "seed {seed}");
+        }
+        // Durable, each deletes.
+        if !allow_expunge {
+            delete.header.info2 |= info2::DURABLE_DELETE;
+            assert_eq!(run(&store, &delete).result, 0);
+            operate.header.info2 |= info2::DURABLE_DELETE;
+            assert_eq!(run(&store, &operate).result, 0);
+            let mut last = put(3, "a", particle::NULL, b"");
+            last.header.info2 |= info2::DURABLE_DELETE;
+            assert_eq!(run(&store, &last).result, 0);
+            for seed in 1..=3 {
+                assert_eq!(run(&store, &get(seed)).result, ResultCode::NotFound.as_u8());
+            }
+        }
+    }
+}
+
+#[test]
 fn ttl_sets_void_time() {
     let store = store();
     let mut request = put(1, "a", particle::STRING, b"x");

@@ -177,6 +177,7 @@ pub fn execute<'a, R: Reply + ?Sized>(
         if existing_meta.is_none() {
             return Err(ResultCode::NotFound);
         }
+        check_expunge(namespace, policy.durable_delete)?;
         drop(bins);
         let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
         delete_record(
@@ -316,15 +317,23 @@ pub(crate) fn next_update_ms(
 /// unless `strong-consistency-allow-expunge` is set; AP refuses durable
 /// deletes (25, as Aerospike CE does).
 pub(crate) fn check_delete_kind(namespace: &Namespace, durable: bool) -> Result<(), ResultCode> {
-    let config = &namespace.config;
-    if config.strong_consistency {
-        if !durable && !config.strong_consistency_allow_expunge {
-            return Err(ResultCode::Forbidden);
-        }
-        return Ok(());
+    if namespace.config.strong_consistency {
+        return check_expunge(namespace, durable);
     }
     if durable {
         return Err(ResultCode::EnterpriseOnly);
+    }
+    Ok(())
+}
+
+/// (SC) A write that deletes its record some other way than a delete (an
+/// operate's delete op or last bin removed, a record UDF's
+/// `aerospike:remove`) is an expunge unless the client asked for a
+/// durable delete: refused (22) unless `strong-consistency-allow-expunge`.
+pub(crate) fn check_expunge(namespace: &Namespace, durable: bool) -> Result<(), ResultCode> {
+    let config = &namespace.config;
+    if config.strong_consistency && !durable && !config.strong_consistency_allow_expunge {
+        return Err(ResultCode::Forbidden);
     }
     Ok(())
 }

@@ -31,6 +31,7 @@ mod proxy;
 mod queue;
 pub mod receive;
 mod replicate;
+pub mod rereplicate;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -357,6 +358,8 @@ impl ReadMode {
 pub enum Decision {
     /// Nobody serves it from here: answer 11.
     Unavailable,
+    /// A write while the cluster's clock skew stops writes: answer 22.
+    Forbidden,
     /// Another node serves it: proxy it there.
     Proxy(NodeId),
     /// A write while the map is being exchanged: run it again shortly.
@@ -380,7 +383,8 @@ pub enum Decision {
 /// linearize read waits while the map is being exchanged; both resolve
 /// the record against copies not merged yet), and an
 /// allow-unavailable read of an unavailable partition reads the local
-/// copy.
+/// copy. While the cluster's clock skew is past the namespace's limit,
+/// writes are refused.
 // PERF: hot path (RF 1 and single nodes: a few flag tests).
 #[inline]
 #[allow(clippy::too_many_arguments)]
@@ -405,6 +409,14 @@ pub fn decide(
             return Decision::Read;
         }
         return Decision::Unavailable;
+    }
+    if is_write
+        && routing
+            .namespaces
+            .get(namespace)
+            .is_some_and(|ns| ns.clock_skew_stop_writes)
+    {
+        return Decision::Forbidden;
     }
     let proxy_to = |member: u8| match routing.member(member) {
         Some(node) => Decision::Proxy(node),

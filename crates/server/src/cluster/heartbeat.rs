@@ -97,39 +97,107 @@ pub fn start(node: Arc<Context>, listener: Option<std::net::TcpListener>) -> Res
     Ok(())
 }
 
-/// The versions of this node's copies as storage left them: a partition
-/// with records is a lineage of its own (merged into the cluster's copies,
-/// never trusted over them); one without is nothing.
-fn initial_versions(node: &Context, entropy: &mut OsEntropy) -> Vec<Vec<Version>> {
-    let restart_key = loop {
+/// A random non-zero cluster key for copies with no saved lineage.
+fn restart_key(entropy: &mut OsEntropy) -> u64 {
+    loop {
         let key = entropy.next_u64() & bolide_cluster::version::KEY_MASK;
         if key != 0 {
             break key;
         }
-    };
-    node.store
-        .namespaces()
-        .iter()
-        .map(|namespace| {
-            (0..PARTITION_COUNT)
-                .map(|pid| {
-                    let (records, tombstones) = namespace.partition_counts(pid);
-                    if records + tombstones > 0 {
-                        // A strong-consistency copy that comes back from a
-                        // restart is a subset until merged: it may miss
-                        // writes made while it was away.
-                        if namespace.config.strong_consistency {
-                            Version::partial(restart_key)
+    }
+}
+
+/// What this node starts its cluster machine with: every namespace's
+/// partition versions as its storage left them, the strong-consistency
+/// namespaces' saved rosters, regimes and witnesses (in `config`), and
+/// their staged rosters as metadata items.
+///
+/// An AP copy with records is a lineage of its own (merged into the
+/// cluster's copies, never trusted over them); one without is nothing. An
+/// SC copy keeps the version it was saved with, flagged untrusted (`e`)
+/// unless the storage kept every acknowledged write: a clean shutdown (the
+/// state file says so; the flag is cleared at once) or commit-to-device.
+fn restore(
+    node: &Context,
+    config: &mut Config,
+    entropy: &mut OsEntropy,
+) -> (Vec<Vec<Version>>, Vec<bolide_cluster::metadata::Item>) {
+    let key = restart_key(entropy);
+    let work_directory = node.cluster.work_directory.as_deref();
+    let mut pending = Vec::new();
+    let mut all_versions = Vec::new();
+    for (ns, ours) in config.namespaces.iter_mut().zip(node.store.namespaces()) {
+        let holds = |pid: usize| {
+            let (records, tombstones) = ours.partition_counts(pid);
+            records + tombstones > 0
+        };
+        let ours = &ours.config;
+        if !ours.strong_consistency {
+            all_versions.push(
+                (0..PARTITION_COUNT)
+                    .map(|pid| {
+                        if holds(pid) {
+                            Version::full(key)
                         } else {
-                            Version::full(restart_key)
+                            Version::NULL
                         }
-                    } else {
-                        Version::NULL
-                    }
-                })
-                .collect()
-        })
-        .collect()
+                    })
+                    .collect(),
+            );
+            continue;
+        }
+        let Some(path) = super::sc::state_path(work_directory, ours) else {
+            tracing::warn!(
+                namespace = ours.name,
+                "strong-consistency namespace without work-directory or storage file: \
+                 roster, regime and partition versions are not kept across restarts"
+            );
+            all_versions.push(bolide_cluster::sc::restart_versions(&[], false, holds, key));
+            continue;
+        };
+        let saved = match super::sc::load(&path, &ours.name) {
+            Ok(saved) => saved,
+            Err(error) => {
+                // A regime must never be guessed downwards: start far above
+                // any regime a cluster reaches; the roster must be set
+                // again, and no copy here is trusted.
+                tracing::error!(%error, "strong-consistency state unreadable");
+                ns.regime = u32::MAX / 2;
+                all_versions.push(bolide_cluster::sc::restart_versions(&[], false, holds, key));
+                continue;
+            }
+        };
+        let device = ours.device.as_ref();
+        let commit_to_device = device.is_some_and(|device| device.commit_to_device);
+        let trusted = device.is_some() && (saved.clean || commit_to_device);
+        if !saved.versions.is_empty() && !saved.clean {
+            let consequence = if trusted {
+                "commit-to-device: its copies are trusted"
+            } else {
+                "its copies are untrusted (e) until merged or revived"
+            };
+            tracing::warn!(
+                namespace = ours.name,
+                "{{{}}} prior shutdown not clean; {consequence}",
+                ours.name
+            );
+        }
+        ns.roster = saved.roster.clone();
+        ns.regime = saved.regime;
+        ns.witnesses = saved.witnesses.clone();
+        all_versions.push(bolide_cluster::sc::restart_versions(
+            &saved.versions,
+            trusted,
+            holds,
+            key,
+        ));
+        pending.extend(saved.pending.clone());
+        // From now until the next clean shutdown, a restart is unclean.
+        if saved.clean {
+            super::sc::update(&path, &ours.name, |saved| saved.clean = false);
+        }
+    }
+    (all_versions, pending)
 }
 
 async fn run(
@@ -139,8 +207,7 @@ async fn run(
 ) {
     let service = &node.cluster;
     let mut entropy = entropy();
-    let versions = initial_versions(&node, &mut entropy);
-    let config = Config {
+    let mut config = Config {
         node: service.node_id,
         cluster_name: service.cluster_name.clone(),
         boot_id: entropy.next_u64(),
@@ -155,7 +222,8 @@ async fn run(
         min_cluster_size: service.min_cluster_size,
         namespaces: service.namespaces.clone(),
     };
-    let (config, mut metadata) = with_saved_sc(&node, config);
+    let (versions, mut metadata) = restore(&node, &mut config, &mut entropy);
+    super::sc::restore_unreplicated(&node);
     metadata.extend(super::security::items(&node));
     let mut machine = ClusterNode::new(
         config,
@@ -190,7 +258,7 @@ async fn run(
     loop {
         tokio::select! {
             _ = ticker.tick() => {
-                machine.tick(monotonic_ms(), wall_ms());
+                machine.tick(monotonic_ms(), clock_ms(service));
             }
             Some(envelope) = inbound_receiver.recv() => {
                 machine.receive(envelope, monotonic_ms());
@@ -204,15 +272,27 @@ async fn run(
                     machine.recluster(monotonic_ms());
                 }
                 Event::RackId { namespace, rack } => machine.set_rack_id(namespace, rack),
+                Event::Revive { namespace, answer } => {
+                    let _ = answer.send(machine.revive(namespace));
+                }
+                Event::Shutdown { answer } => {
+                    shut_down(&node, &machine, answer);
+                    return;
+                }
             },
         }
-        // The routing goes out first: the migrations of a new map check
-        // that their map is the one in force.
+        // Saved state first (a map is used only once the witnesses of its
+        // rebalance are kept), then the routing: the migrations of a new
+        // map check that their map is the one in force.
         let mut actions = machine.take_actions();
         let published = actions
             .iter()
             .any(|action| matches!(action, Action::Publish(_)));
-        actions.sort_by_key(|action| !matches!(action, Action::Publish(_)));
+        actions.sort_by_key(|action| match action {
+            Action::SaveSc { .. } => 0,
+            Action::Publish(_) => 1,
+            _ => 2,
+        });
         for action in actions {
             act(&node, &mut dialers, action);
         }
@@ -262,9 +342,14 @@ fn act(node: &Arc<Context>, dialers: &mut Dialers, action: Action) {
             namespace,
             roster,
             regime,
+            versions,
+            witnesses,
         } => save_sc(node, namespace, |saved| {
             saved.roster = roster;
             saved.regime = regime;
+            saved.versions = versions;
+            saved.witnesses = witnesses;
+            saved.clean = false;
         }),
         Action::Metadata(item) => {
             if item.module == bolide_cluster::node::ROSTER_MODULE {
@@ -284,42 +369,51 @@ fn act(node: &Arc<Context>, dialers: &mut Dialers, action: Action) {
     }
 }
 
-/// The strong-consistency namespaces' saved rosters and regimes, into the
-/// machine's configuration; their staged rosters as metadata items.
-fn with_saved_sc(
+/// The wall clock this node puts in its heartbeats: the machine's, moved
+/// by `test-clock-offset-ms` (a test knob that provokes the clock-skew
+/// rules without touching the machine's clock).
+fn clock_ms(service: &super::ClusterService) -> u64 {
+    wall_ms().saturating_add_signed(service.clock_offset_ms)
+}
+
+/// A clean shutdown: nothing is served from now on (requests get 11, copies
+/// from other nodes are refused), and each SC namespace's state goes back
+/// to be saved, marked clean, once the storage is flushed.
+fn shut_down(
     node: &Context,
-    mut config: Config,
-) -> (Config, Vec<bolide_cluster::metadata::Item>) {
-    let mut pending = Vec::new();
-    let work_directory = node.cluster.work_directory.as_deref();
-    for (ns, ours) in config.namespaces.iter_mut().zip(node.store.namespaces()) {
-        let ours = &ours.config;
-        if !ours.strong_consistency {
+    machine: &ClusterNode,
+    answer: std::sync::mpsc::Sender<Vec<(usize, super::sc::Saved)>>,
+) {
+    let service = &node.cluster;
+    let namespaces: Vec<(String, usize, bolide_cluster::ConflictPolicy)> = service
+        .namespaces
+        .iter()
+        .map(|ns| (ns.name.clone(), ns.replication_factor, ns.conflict_policy))
+        .collect();
+    service
+        .routing
+        .store(Arc::new(bolide_cluster::Routing::unformed(
+            service.node_id,
+            &namespaces,
+        )));
+    let mut states = Vec::new();
+    for (index, state) in machine.sc().iter().enumerate() {
+        if !state.enabled {
             continue;
         }
-        let Some(path) = super::sc::state_path(work_directory, ours) else {
-            tracing::warn!(
-                namespace = ours.name,
-                "strong-consistency namespace without work-directory or storage file: \
-                 roster and regime are not kept across restarts"
-            );
-            continue;
-        };
-        match super::sc::load(&path, &ours.name) {
-            Ok(saved) => {
-                ns.roster = saved.roster;
-                ns.regime = saved.regime;
-                pending.extend(saved.pending);
-            }
-            Err(error) => {
-                // A regime must never be guessed downwards: start far above
-                // any regime a cluster reaches; the roster must be set again.
-                tracing::error!(%error, "strong-consistency state unreadable");
-                ns.regime = u32::MAX / 2;
-            }
-        }
+        states.push((
+            index,
+            super::sc::Saved {
+                roster: state.roster.clone(),
+                regime: state.regime,
+                pending: None,
+                clean: true,
+                versions: machine.saved_versions(index),
+                witnesses: machine.witnesses(index).to_vec(),
+            },
+        ));
     }
-    (config, pending)
+    let _ = answer.send(states);
 }
 
 fn save_sc(node: &Context, namespace: usize, change: impl FnOnce(&mut super::sc::Saved)) {

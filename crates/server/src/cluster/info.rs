@@ -195,17 +195,31 @@ pub fn roster_set(node: &Context, command: &InfoCommand<'_>) -> String {
     "ok".to_owned()
 }
 
-/// `revive:[namespace=NS]`: node-local, then `recluster:`. Bolide marks
-/// no partition dead from lost data yet (see docs/strong-consistency.md),
-/// so there is nothing to revive; the command is accepted as tools send it.
+/// `revive:[namespace=NS]`: node-local, then `recluster:`. The partitions
+/// this node's last rebalance found dead (every roster node present, no
+/// copy left that holds every acknowledged write) are flagged revived on
+/// this node; the next rebalance serves them with what their copies hold.
 pub fn revive(node: &Context, command: &InfoCommand<'_>) -> String {
-    if command.param("namespace").is_some() {
-        if let Err(error) = sc_namespace(node, command.param("namespace")) {
-            return error;
+    let namespace = match command.param("namespace") {
+        Some(name) => match sc_namespace(node, Some(name)) {
+            Ok((index, _)) => Some(index),
+            Err(error) => return error,
+        },
+        None => None,
+    };
+    let (answer, answered) = std::sync::mpsc::channel();
+    node.cluster
+        .send(super::Event::Revive { namespace, answer });
+    match answered.recv_timeout(std::time::Duration::from_secs(5)) {
+        Ok(revived) => {
+            tracing::info!(
+                target: "cluster",
+                "revive: {revived} dead partitions flagged; complete - issue 'recluster:' command"
+            );
+            "ok".to_owned()
         }
+        Err(_) => "ERROR:7:failed revive".to_owned(),
     }
-    tracing::info!(target: "cluster", "revive: complete - issue 'recluster:' command");
-    "ok".to_owned()
 }
 
 /// A node as rosters and `observed_nodes` write it: `NODE` or
@@ -524,7 +538,7 @@ pub fn statistics(node: &Context, text: &mut String) {
         "cluster_size={};cluster_key={:X};cluster_generation={};cluster_principal={:X};\
          cluster_min_compatibility_id=1;cluster_max_compatibility_id=1;\
          cluster_integrity={};cluster_is_member={};cluster_duplicate_nodes=null;\
-         cluster_clock_skew_stop_writes_sec=0;cluster_clock_skew_ms=0;cluster_clock_skew_outliers=null;\
+         cluster_clock_skew_stop_writes_sec={};cluster_clock_skew_ms={};cluster_clock_skew_outliers={};\
          cluster_name={};paxos_principal={:X};migrate_allowed={};migrate_partitions_remaining={};\
          time_since_rebalance={since_rebalance};rebalance_generation={};\
          heartbeat_received_self={};heartbeat_received_foreign={};heartbeat_nodes={};\
@@ -543,6 +557,18 @@ pub fn statistics(node: &Context, text: &mut String) {
         status.principal,
         status.integrity,
         status.is_member,
+        skew_stop_writes_sec(node, &status),
+        status.clock_skew_ms,
+        if status.clock_skew_outliers.is_empty() {
+            "null".to_owned()
+        } else {
+            status
+                .clock_skew_outliers
+                .iter()
+                .map(|node| format!("{node:X}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        },
         node.cluster.cluster_name,
         status.principal,
         status.migrate_allowed,
@@ -579,6 +605,20 @@ pub fn statistics(node: &Context, text: &mut String) {
         load(&counters.migrate_partitions_received),
         load(&counters.tombstones_raided),
     );
+}
+
+/// `cluster_clock_skew_stop_writes_sec`: the skew at which writes stop,
+/// for the strictest namespace here (strong consistency, else AP with nsup
+/// running; 0: never).
+fn skew_stop_writes_sec(node: &Context, status: &bolide_cluster::Status) -> u64 {
+    let namespaces = &node.cluster.namespaces;
+    if namespaces.iter().any(|ns| ns.strong_consistency) {
+        status.clock_skew_stop_writes_ms / 1000
+    } else if namespaces.iter().any(|ns| ns.nsup) {
+        bolide_cluster::skew::AP_STOP_WRITES_MS / 1000
+    } else {
+        0
+    }
 }
 
 /// The cluster's part of `namespace/NS`: records by role and migrations.
@@ -627,8 +667,9 @@ pub fn namespace(node: &Context, index: usize, text: &mut String) {
         text,
         "ns_cluster_size={};effective_replication_factor={n_replicas};master_objects={master};\
          prole_objects={prole};non_replica_objects={non_replica};master_tombstones={master_tombstones};\
-         prole_tombstones={prole_tombstones};tombstones={};unavailable_partitions={unavailable};dead_partitions={dead};\
-         unreplicated_records={};migrate_tx_partitions_initial={};migrate_tx_partitions_remaining={};\
+         prole_tombstones={prole_tombstones};tombstones={};unreplicated_records={};\
+         dead_partitions={dead};unavailable_partitions={unavailable};clock_skew_stop_writes={};\
+         migrate_tx_partitions_initial={};migrate_tx_partitions_remaining={};\
          migrate_rx_partitions_initial={};migrate_rx_partitions_remaining={};\
          migrate_signals_remaining={};migrate_fresh_partitions={};\
          effective_active_rack={};\
@@ -637,6 +678,10 @@ pub fn namespace(node: &Context, index: usize, text: &mut String) {
         ns_cluster_size,
         ns.stats.tombstones.load(Relaxed).max(0),
         node.cluster.gates.unreplicated_count(index),
+        status
+            .sc
+            .get(index)
+            .is_some_and(|sc| sc.clock_skew_stop_writes),
         migrations.tx_initial,
         migrations.tx_remaining,
         migrations.rx_initial,

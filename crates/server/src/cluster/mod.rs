@@ -62,6 +62,17 @@ pub enum Event {
         namespace: usize,
         rack: u32,
     },
+    /// `revive:` of one SC namespace (None: all): the partitions dead here
+    /// are flagged revived; answers how many.
+    Revive {
+        namespace: Option<usize>,
+        answer: std::sync::mpsc::Sender<u64>,
+    },
+    /// A clean shutdown: serve nothing from now on and answer each SC
+    /// namespace's state to save once the storage is flushed.
+    Shutdown {
+        answer: std::sync::mpsc::Sender<Vec<(usize, sc::Saved)>>,
+    },
 }
 
 /// Fabric and cluster counters (relaxed atomics: statistics).
@@ -232,6 +243,9 @@ pub struct ClusterService {
     /// Where strong-consistency state is kept (else beside the storage
     /// files; see `sc.rs`).
     pub work_directory: Option<std::path::PathBuf>,
+    /// Test knob (`test-clock-offset-ms`): added to the wall clock this
+    /// node puts in its heartbeats.
+    pub clock_offset_ms: i64,
 }
 
 impl ClusterService {
@@ -339,6 +353,7 @@ impl ClusterService {
             blocking_receiver: Mutex::new(Some(blocking_receiver)),
             metadata: Mutex::new(Vec::new()),
             work_directory: config.work_directory.clone(),
+            clock_offset_ms: config.test_clock_offset_ms,
         }
     }
 
@@ -468,6 +483,8 @@ pub fn namespace_configs(config: &Config) -> Vec<NamespaceConfig> {
             roster: Default::default(),
             regime: 0,
             rack_id: ns.rack_id,
+            witnesses: Vec::new(),
+            nsup: ns.nsup_period_seconds > 0,
         })
         .collect()
 }

@@ -350,16 +350,15 @@ pub fn start_fabric_thread(node: Arc<Node>) -> Result<(), String> {
     Ok(())
 }
 
-/// How often the unreplicated records are looked for.
-const REREPLICATE_EVERY: Duration = Duration::from_millis(500);
-/// Most records copied again per sweep.
-const REREPLICATE_PER_SWEEP: usize = 256;
+/// How often the unreplicated records are saved when they changed.
+const UNREPLICATED_SAVE_EVERY: Duration = Duration::from_secs(1);
+/// How often they are saved anyway (the watermark moves on).
+const UNREPLICATED_REFRESH_EVERY: Duration = Duration::from_secs(10);
 
 /// (SC) Copies the records left unreplicated here (a write that timed
-/// out) to their replicas again, a few at a time, in partitions this node
-/// is the working master of; forgets them where it no longer is (the new
-/// master's copies are the regime's, and this node's reach it by
-/// migration).
+/// out, or one a restart may have cut off) to their replicas again, a few
+/// at a time ([`datapath::rereplicate::sweep`]), and saves the list for
+/// the next start (see `sc::restore_unreplicated`).
 async fn rereplicate_in_background(node: Arc<Node>) {
     let sc: Vec<usize> = node
         .store
@@ -373,63 +372,30 @@ async fn rereplicate_in_background(node: Arc<Node>) {
         return;
     }
     let gates = Arc::clone(&node.cluster.gates);
+    let mut saved = Vec::new();
+    let mut last_save = std::time::Instant::now();
+    let mut last_refresh = std::time::Instant::now();
     loop {
-        tokio::time::sleep(REREPLICATE_EVERY).await;
+        tokio::time::sleep(Duration::from_millis(datapath::rereplicate::SWEEP_EVERY_MS)).await;
+        if last_save.elapsed() >= UNREPLICATED_SAVE_EVERY {
+            last_save = std::time::Instant::now();
+            let refresh = last_refresh.elapsed() >= UNREPLICATED_REFRESH_EVERY;
+            if refresh {
+                last_refresh = last_save;
+            }
+            // The watermark is read before the list: a write applied after
+            // it is listed or newer than it.
+            let now_ms = bolide_types::now_citrusleaf_milliseconds();
+            super::sc::save_unreplicated(&node, now_ms, refresh, &mut saved);
+        }
         let routing = node.cluster.routing.load_full();
-        if !routing.settled() {
-            continue;
-        }
-        let mut budget = REREPLICATE_PER_SWEEP;
-        let mut copies = Vec::new();
-        for &index in &sc {
-            if gates.unreplicated_count(index) == 0 {
-                continue;
-            }
-            let Some((ns, routes)) = node
-                .store
-                .namespaces()
-                .get(index)
-                .zip(routing.namespaces.get(index))
-            else {
-                continue;
-            };
-            for pid in 0..bolide_types::PARTITION_COUNT {
-                let digests = gates.unreplicated(index, pid);
-                if digests.is_empty() {
-                    continue;
-                }
-                let route = routes.route(pid);
-                if route.unavailable() || !route.writes_here() {
-                    gates.forget_unreplicated(index, pid);
-                    continue;
-                }
-                for digest in digests.into_iter().take(budget) {
-                    let Some(mark) = gates.rereplication_mark(index, pid, &digest) else {
-                        continue;
-                    };
-                    let Some(image) =
-                        bolide_transaction::cluster::held_image(ns, &bolide_types::Digest(digest))
-                    else {
-                        continue;
-                    };
-                    budget -= 1;
-                    copies.push(datapath::Replication {
-                        namespace: index,
-                        pid: pid as u16,
-                        cluster_key: routing.cluster_key,
-                        regime: routes.regime,
-                        to: datapath::Nodes::of_members(&routing, route.destinations()),
-                        image,
-                        commit_master: false,
-                        guard: None,
-                        mark: Some(mark),
-                    });
-                }
-                if budget == 0 {
-                    break;
-                }
-            }
-        }
+        let copies = datapath::rereplicate::sweep(
+            &super::records::Records(&node.store),
+            &routing,
+            &gates,
+            &sc,
+            datapath::rereplicate::SWEEP_BUDGET,
+        );
         for copies in copies {
             let remote = Remote {
                 need: Need::Rereplicate {

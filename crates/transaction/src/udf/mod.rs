@@ -174,6 +174,7 @@ pub fn apply<R: Reply + ?Sized>(
             if existing_meta.is_none() {
                 return Err(ResultCode::NotFound);
             }
+            write::check_expunge(namespace, request.policy.durable_delete)?;
             let set_id = existing_meta.map_or(set_id, |meta| meta.set_id);
             write::delete_record(
                 namespace,
