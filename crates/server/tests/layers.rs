@@ -62,6 +62,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "bolide-transaction",
             "bolide-server",
             "bolide-security",
+            "bolide-redis",
         ],
     ),
 ];
