@@ -707,6 +707,47 @@ def test_a_never_ending_script_is_busy_then_killed(server, r):
         c.close()
 
 
+def test_client_reply_skip_holds_for_a_command_that_waited_for_a_script(server, r):
+    """CLIENT REPLY SKIP drops the next command's answer even when that
+    command first waited for a running script (and then got BUSY): the
+    skip is not used up by the wait, so the answer after it is PONG's."""
+    r.config_set("busy-reply-threshold", "2000")
+    runner, other = two_clients(server.redis_port)
+    raw = Conn(server.redis_port)
+    raw.sock.sendall(cmd("CLIENT", "REPLY", "SKIP"))
+    outcome: list = []
+
+    def spin() -> None:
+        try:
+            outcome.append(runner.eval("while true do end", 0))
+        except redis.ResponseError as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    time.sleep(0.5)
+    # Sent while the script runs, under busy-reply-threshold: it waits,
+    # then answers BUSY, which the skip drops.
+    raw.sock.sendall(cmd("SET", "skip:k", "v"))
+
+    def busy():
+        try:
+            other.get("x")
+        except redis.ResponseError as error:
+            return str(error).startswith("BUSY Redis is busy running a script.")
+        return False
+
+    assert wait_for(busy)
+    assert other.script_kill() is True
+    thread.join(timeout=30)
+    assert not thread.is_alive() and len(outcome) == 1
+    assert raw("PING") == b"+PONG\r\n"
+    assert r.get("skip:k") is None, "the SET ran before the script: nothing was checked"
+    for c in (runner, other):
+        c.close()
+    raw.close()
+
+
 def test_a_script_that_wrote_cannot_be_killed_and_functions_use_function_kill(server, r):
     r.config_set("busy-reply-threshold", "200")
     runner, other = two_clients(server.redis_port)

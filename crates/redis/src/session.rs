@@ -783,7 +783,10 @@ impl Session {
             self.query_bytes = length;
             let flow = self.command(&args, &mut reply, records);
             if matches!(self.reply, Reply::Off | Reply::Skip | Reply::SkipNext)
-                && !matches!(flow, Flow::Block | Flow::Paused(_) | Flow::Again)
+                && !matches!(
+                    flow,
+                    Flow::Block | Flow::Paused(_) | Flow::Again | Flow::Wait
+                )
             {
                 // CLIENT REPLY OFF/SKIP: the answer is dropped, but not
                 // the subscribe confirmations a RESP3 client gets as push
