@@ -482,7 +482,32 @@ impl Session {
     /// as in Redis, whichever service thread starts the session first.
     pub fn with_id(shared: Arc<Shared>, id: u64, peer: String, local: String) -> Session {
         shared.connections_received.fetch_add(1, Relaxed);
-        let session = Session {
+        let session = Session::unregistered(shared, id, peer, local);
+        session.register();
+        session
+    }
+
+    /// The client a script's `redis.call` commands run as: the caller's
+    /// database, cluster map, READONLY and user; not listed by CLIENT
+    /// LIST, and unable to block or subscribe.
+    pub(crate) fn for_script(
+        shared: Arc<Shared>,
+        db: usize,
+        cluster: Option<Arc<crate::cluster::ClusterMap>>,
+        readonly: bool,
+        user: Option<String>,
+    ) -> Session {
+        let mut session = Session::unregistered(shared, 0, String::new(), String::new());
+        session.db = db;
+        session.cluster = cluster;
+        session.readonly = readonly;
+        session.user = user;
+        session
+    }
+
+    /// A fresh client in database 0, not yet listed by CLIENT LIST.
+    fn unregistered(shared: Arc<Shared>, id: u64, peer: String, local: String) -> Session {
+        Session {
             shared,
             id,
             name: Vec::new(),
@@ -510,49 +535,6 @@ impl Session {
             cluster: None,
             readonly: false,
             user: None,
-        };
-        session.register();
-        session
-    }
-
-    /// The client a script's `redis.call` commands run as: the caller's
-    /// database, cluster map, READONLY and user; not listed by CLIENT
-    /// LIST, and unable to block or subscribe.
-    pub(crate) fn for_script(
-        shared: Arc<Shared>,
-        db: usize,
-        cluster: Option<Arc<crate::cluster::ClusterMap>>,
-        readonly: bool,
-        user: Option<String>,
-    ) -> Session {
-        Session {
-            shared,
-            id: 0,
-            name: Vec::new(),
-            db,
-            resp3: false,
-            peer: String::new(),
-            local: String::new(),
-            created: Instant::now(),
-            last_command: "NULL".to_owned(),
-            query_bytes: 0,
-            stat: None,
-            multi: None,
-            copy_rounds: 0,
-            multi_failed: false,
-            watched: Vec::new(),
-            block_deadline: None,
-            blocked: false,
-            waiter: None,
-            block_null_bulk: false,
-            reply: Reply::On,
-            mailbox: None,
-            channels: Default::default(),
-            patterns: Default::default(),
-            shard_channels: Default::default(),
-            cluster,
-            readonly,
-            user,
         }
     }
 
