@@ -122,7 +122,9 @@ def test_the_channels_between_nodes_are_tls_only(cluster):
             pass
     wait_for(lambda: counter(cluster, 0, "fabric_tls_handshake_failures") > before, 5,
              what="the refused handshake to be counted")
-    assert "fabric: TLS handshake from" in node.log_text()
+    # The count comes before the log line is written out.
+    wait_for(lambda: "fabric: TLS handshake from" in node.log_text(), 5,
+             what="the refused handshake to be logged")
 
 
 def test_a_tls_client_seeding_one_node_discovers_all_three(cluster):
@@ -180,7 +182,8 @@ def test_a_node_with_a_certificate_from_another_ca_cannot_join(cluster):
             assert cluster.stats(index)["cluster_size"] == str(len(live))
         time.sleep(0.5)
     assert counter(cluster, live[0], "heartbeat_tls_handshake_failures") > before
-    assert "heartbeat: TLS handshake from" in cluster.nodes[live[0]].log_text()
+    wait_for(lambda: "heartbeat: TLS handshake from" in cluster.nodes[live[0]].log_text(), 5,
+             what="the refused handshake to be logged")
     rogue_log = rogue.log_text()
     assert "heartbeat: TLS handshake to" in rogue_log, rogue_log[-2000:]
     rogue_stats = cluster.stats(rogue.index)

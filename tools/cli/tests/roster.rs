@@ -260,8 +260,16 @@ fn roster_show_set_and_recluster_on_three_nodes() {
     // A3 lost: the show says the roster misses it; a roster of the given
     // nodes is staged and put in force.
     cluster.kill(2);
+    // The exchange sets cluster_size; the rebalance after it sets the
+    // namespace's view (ns_cluster_size) and the peers list the tool reads.
     cluster.wait(
-        |c| c.stat(0, "statistics", "cluster_size") == "2",
+        |c| {
+            (0..2).all(|i| {
+                c.stat(i, "statistics", "cluster_size") == "2"
+                    && c.stat(i, "namespace/test", "ns_cluster_size") == "2"
+                    && c.info(i, "peers-clear-std").matches(",,[").count() == 1
+            })
+        },
         "A1 and A2 alone",
     );
     let (out, _) = texts(&cluster.bolide(0, &["roster", "show"]));
