@@ -48,7 +48,21 @@ pub trait Records {
     fn copy_first(&mut self, _set: &[u8], _keys: &[&[u8]]) -> bool {
         false
     }
+    /// The session begins a command whose reply starts at `at` in the
+    /// output: writes the command makes are that reply's, so a write
+    /// whose copies then fail to reach the replicas turns it into an
+    /// error (see [`Records::command_ended`]).
+    fn command_started(&mut self, _at: usize) {}
+    /// The command begun last ended; its reply (if it kept one) ends at
+    /// `at`.
+    fn command_ended(&mut self, _at: usize) {}
 }
+
+/// The reply a command gets in place of its own when one of its writes
+/// was applied here but its copies did not reach every replica in time
+/// (Aerospike's in-doubt timeout, result code 9): the write may or may
+/// not survive the loss of this node, so success cannot be answered.
+pub const INDOUBT: &str = "INDOUBT the write was applied on this node but its copies did not reach every replica in time: it may or may not be kept";
 
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 

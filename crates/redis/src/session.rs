@@ -763,6 +763,7 @@ impl Session {
             }
             let answer_from = reply.buf.len();
             self.query_bytes = length;
+            records.command_started(answer_from);
             let flow = self.command(&args, &mut reply, records);
             if matches!(self.reply, Reply::Off | Reply::Skip | Reply::SkipNext)
                 && !matches!(
@@ -783,6 +784,7 @@ impl Session {
                     self.reply = Reply::On;
                 }
             }
+            records.command_ended(reply.buf.len());
             match flow {
                 Flow::Done => used += length,
                 Flow::Close => {

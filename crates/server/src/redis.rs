@@ -46,7 +46,71 @@ struct Backend<'c> {
     scratch: &'c mut Scratch,
     /// Writes applied here whose copies must reach the replicas before
     /// the answers go out.
-    replicating: Vec<Remote>,
+    replicating: Vec<Copies>,
+    /// Where the reply of the command running now starts in the output.
+    command_at: usize,
+}
+
+/// A write's copies still to make, and the reply (a range of the output)
+/// that answers it: if the copies fail, that reply becomes
+/// [`bolide_redis::keyspace::INDOUBT`]. An empty range: no reply depends
+/// on them (copies made before a command runs, or the reply was dropped
+/// by CLIENT REPLY).
+struct Copies {
+    remote: Remote,
+    reply: std::ops::Range<usize>,
+}
+
+/// A reply range not closed yet: the command is still running.
+const OPEN: usize = usize::MAX;
+
+/// Whether `answer`, what the data path answered once a write's copies
+/// were done, says they failed (an Aerospike message with a result code;
+/// a write that was copied answers what its local run answered, nothing
+/// for a Redis request).
+fn copies_failed(answer: &[u8]) -> bool {
+    answer
+        .get(bolide_wire::PROTO_HEADER_BYTES..)
+        .and_then(|body| bolide_wire::message::decode_header(body).ok())
+        .is_some_and(|(header, _)| header.result_code != ResultCode::Ok.as_u8())
+}
+
+/// Makes every write's copies; a command one of whose writes' copies
+/// failed answers INDOUBT in place of its reply in `output`. Returns
+/// whether any failed.
+async fn make_copies(context: &Context, copies: Vec<Copies>, output: &mut Vec<u8>) -> bool {
+    let mut failed: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut any = false;
+    for copies in copies {
+        let answer = context.remote.complete(copies.remote).await;
+        if copies_failed(&answer) {
+            any = true;
+            let reply = copies.reply;
+            if reply.end != OPEN && reply.start < reply.end && reply.end <= output.len() {
+                failed.push(reply);
+            }
+        }
+    }
+    if failed.is_empty() {
+        return any;
+    }
+    failed.sort_by_key(|reply| reply.start);
+    failed.dedup();
+    let mut rebuilt = Vec::with_capacity(output.len());
+    let mut at = 0;
+    for reply in failed {
+        if reply.start < at {
+            continue;
+        }
+        rebuilt.extend_from_slice(&output[at..reply.start]);
+        rebuilt.push(b'-');
+        rebuilt.extend_from_slice(bolide_redis::keyspace::INDOUBT.as_bytes());
+        rebuilt.extend_from_slice(b"\r\n");
+        at = reply.end;
+    }
+    rebuilt.extend_from_slice(&output[at..]);
+    *output = rebuilt;
+    true
 }
 
 impl Records for Backend<'_> {
@@ -67,7 +131,10 @@ impl Records for Backend<'_> {
             None => Ok(()),
             Some(remote) => match remote.need {
                 Need::Replicate(_) => {
-                    self.replicating.push(remote);
+                    self.replicating.push(Copies {
+                        remote,
+                        reply: self.command_at..OPEN,
+                    });
                     Ok(())
                 }
                 Need::Again => Err("TRYAGAIN the cluster is changing; try again".to_owned()),
@@ -143,19 +210,35 @@ impl Records for Backend<'_> {
         for key in keys {
             let digest = bolide_redis::keyspace::digest(set, key);
             if let Some(need) = cluster.copy_again(index, ns, &digest, None, false) {
-                self.replicating.push(Remote {
-                    need,
-                    request: bolide_transaction::Request {
-                        body: Vec::new(),
-                        framing: bolide_wire::Framing::Message,
-                        timeout_ms: 0,
+                self.replicating.push(Copies {
+                    remote: Remote {
+                        need,
+                        request: bolide_transaction::Request {
+                            body: Vec::new(),
+                            framing: bolide_wire::Framing::Message,
+                            timeout_ms: 0,
+                        },
+                        answer: Vec::new(),
                     },
-                    answer: Vec::new(),
+                    // Made before the command runs: no reply yet.
+                    reply: 0..0,
                 });
                 queued = true;
             }
         }
         queued
+    }
+
+    fn command_started(&mut self, at: usize) {
+        self.command_at = at;
+    }
+
+    fn command_ended(&mut self, at: usize) {
+        for copies in &mut self.replicating {
+            if copies.reply.end == OPEN {
+                copies.reply.end = at;
+            }
+        }
     }
 
     fn permits(&self, permission: Permission, set: &[u8]) -> bool {
@@ -359,6 +442,7 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connec
             login: &mut login,
             scratch: &mut scratch,
             replicating: Vec::new(),
+            command_at: 0,
         };
         // A bug in a command must not take the event loop down: the
         // client gets an error and the connection closes.
@@ -381,8 +465,8 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connec
             return;
         }
         input.drain(..used);
-        for remote in replicating {
-            let _ = context.remote.complete(remote).await;
+        if !replicating.is_empty() {
+            make_copies(context, replicating, &mut output).await;
         }
         for wait in scratch.take_commit_waits() {
             if wait.wait().await.is_err() {
@@ -439,8 +523,11 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connec
                 };
                 // The script's writes reach their replicas (and the
                 // device, with commit-to-device) before its reply goes.
-                for remote in replicating {
-                    let _ = context.remote.complete(remote).await;
+                let mut reply = reply;
+                if !replicating.is_empty()
+                    && make_copies(context, replicating, &mut Vec::new()).await
+                {
+                    reply = format!("-{}\r\n", bolide_redis::keyspace::INDOUBT).into_bytes();
                 }
                 for wait in waits {
                     if wait.wait().await.is_err() {
@@ -455,7 +542,7 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connec
 
 /// What a script's run on the engine thread hands back: its reply, its
 /// writes still to replicate, and its writes still to reach the device.
-type ScriptDone = (Vec<u8>, Vec<Remote>, Vec<bolide_store::CommitWait>);
+type ScriptDone = (Vec<u8>, Vec<Copies>, Vec<bolide_store::CommitWait>);
 
 /// Runs a script command on the node's script engine thread, with the
 /// connection's identity; the event loop serves its other connections
@@ -483,6 +570,7 @@ async fn run_script(
             login: &mut login,
             scratch: &mut scratch,
             replicating: Vec::new(),
+            command_at: 0,
         };
         let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             call.run(engine, &mut backend, true)
