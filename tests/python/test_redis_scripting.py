@@ -719,13 +719,17 @@ def test_client_reply_skip_holds_for_a_command_that_waited_for_a_script(server, 
 
     def spin() -> None:
         try:
-            outcome.append(runner.eval("while true do end", 0))
+            outcome.append(runner.eval(
+                "redis.log(redis.LOG_WARNING, 'reply-skip-spin started') while true do end", 0))
         except redis.ResponseError as error:
             outcome.append(error)
 
     thread = threading.Thread(target=spin)
     thread.start()
-    time.sleep(0.5)
+
+    # Every command waits while the script runs; the script's own log
+    # line says it has started.
+    assert wait_for(lambda: "reply-skip-spin started" in server.log_text(), 10)
     # Sent while the script runs, under busy-reply-threshold: it waits,
     # then answers BUSY, which the skip drops.
     raw.sock.sendall(cmd("SET", "skip:k", "v"))
@@ -738,6 +742,9 @@ def test_client_reply_skip_holds_for_a_command_that_waited_for_a_script(server, 
         return False
 
     assert wait_for(busy)
+    # The waiting SET looks again every 2 ms: let it get its BUSY before
+    # the script ends.
+    time.sleep(0.2)
     assert other.script_kill() is True
     thread.join(timeout=30)
     assert not thread.is_alive() and len(outcome) == 1
@@ -745,6 +752,29 @@ def test_client_reply_skip_holds_for_a_command_that_waited_for_a_script(server, 
     assert r.get("skip:k") is None, "the SET ran before the script: nothing was checked"
     for c in (runner, other):
         c.close()
+    raw.close()
+
+
+def test_client_reply_skip_and_off_drop_a_scripts_reply(server, r):
+    """A script's reply comes from the script engine after the command
+    returned; CLIENT REPLY SKIP and OFF drop it all the same, and the
+    script still runs."""
+    raw = Conn(server.redis_port)
+    raw.sock.sendall(cmd("CLIENT", "REPLY", "SKIP")
+                     + cmd("EVAL", "redis.call('set', KEYS[1], 'a') return 'skipped'", "1", "reply:k")
+                     + cmd("EVALSHA", "0" * 40, "0"))
+    # Only the second script command answers (no such script).
+    assert read_reply(raw.sock, raw.buf).startswith(b"-NOSCRIPT"), "the skipped EVAL answered"
+    assert r.get("reply:k") == b"a"
+    raw.sock.sendall(cmd("CLIENT", "REPLY", "OFF")
+                     + cmd("EVAL", "redis.call('set', KEYS[1], 'b') return 'off'", "1", "reply:k")
+                     + cmd("FUNCTION", "LOAD", "#!lua name=replyoff\nredis.register_function('f', function() return 1 end)")
+                     + cmd("CLIENT", "REPLY", "ON"))
+    assert read_reply(raw.sock, raw.buf) == b"+OK\r\n", "a dropped reply was sent"
+    assert raw("PING") == b"+PONG\r\n"
+    assert r.get("reply:k") == b"b"
+    assert r.fcall("f", 0) == 1
+    r.function_delete("replyoff")
     raw.close()
 
 

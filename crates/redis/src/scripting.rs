@@ -555,6 +555,9 @@ pub struct Call {
     cluster: Option<Arc<ClusterMap>>,
     readonly: bool,
     user: Option<String>,
+    /// CLIENT REPLY OFF or SKIP was in force for the command: it runs,
+    /// and its reply is dropped.
+    silent: bool,
 }
 
 impl std::fmt::Debug for Call {
@@ -582,6 +585,7 @@ impl Call {
     /// take the node's exclusive turn for the run (not inside EXEC, which
     /// holds it).
     pub fn run(self, engine: &mut Engine, records: &mut dyn Records, alone: bool) -> Vec<u8> {
+        let silent = self.silent;
         let mut out = Out::new(self.resp3);
         let shared = Arc::clone(&self.shared);
         let scripts = &shared.scripts;
@@ -619,7 +623,16 @@ impl Call {
         if let Err(error) = result {
             out.error(&error);
         }
+        if silent {
+            return Vec::new();
+        }
         out.buf
+    }
+
+    /// Drops the reply (CLIENT REPLY OFF or SKIP): [`Call::run`] answers
+    /// nothing.
+    pub fn silence(&mut self) {
+        self.silent = true;
     }
 
     /// On a node of a cluster, gives a script or library just shared the
@@ -1143,6 +1156,7 @@ fn call(shared: &Arc<Shared>, caller: Caller, task: Task, args: &[Vec<u8>]) -> A
         cluster: caller.cluster,
         readonly: caller.readonly,
         user: caller.user,
+        silent: false,
     }))
 }
 

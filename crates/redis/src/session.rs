@@ -764,13 +764,18 @@ impl Session {
             let answer_from = reply.buf.len();
             self.query_bytes = length;
             records.command_started(answer_from);
-            let flow = self.command(&args, &mut reply, records);
-            if matches!(self.reply, Reply::Off | Reply::Skip | Reply::SkipNext)
+            let mut flow = self.command(&args, &mut reply, records);
+            let dropped = matches!(self.reply, Reply::Off | Reply::Skip | Reply::SkipNext)
                 && !matches!(
                     flow,
                     Flow::Block | Flow::Paused(_) | Flow::Again | Flow::Wait
-                )
-            {
+                );
+            if dropped {
+                // A script runs on the engine and answers later: its
+                // reply is dropped there.
+                if let Flow::Script(call) = &mut flow {
+                    call.silence();
+                }
                 // CLIENT REPLY OFF/SKIP: the answer is dropped, but not
                 // the subscribe confirmations a RESP3 client gets as push
                 // frames.

@@ -524,8 +524,10 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connec
                 // The script's writes reach their replicas (and the
                 // device, with commit-to-device) before its reply goes.
                 let mut reply = reply;
+                // (An empty reply: CLIENT REPLY OFF or SKIP dropped it.)
                 if !replicating.is_empty()
                     && make_copies(context, replicating, &mut Vec::new()).await
+                    && !reply.is_empty()
                 {
                     reply = format!("-{}\r\n", bolide_redis::keyspace::INDOUBT).into_bytes();
                 }
