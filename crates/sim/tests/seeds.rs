@@ -123,6 +123,23 @@ fn a_read_in_doubt_write_survives_its_masters_loss() {
     .unwrap_or_else(|failure| panic!("seed 139: {failure}"));
 }
 
+/// Seed 253 (`bolide-sim 253 --faults 3 --sc`): a handoff of a map left
+/// behind, still draining on a second worker, was cancelled after the new
+/// map's handoff of the same partition had closed its gate, and opened
+/// it: the old master took writes after handing the partition over, two
+/// masters under one map.
+#[test]
+fn a_cancelled_handoff_does_not_reopen_the_new_maps_gate() {
+    run(&Options {
+        seed: 253,
+        faults: 3,
+        verbose: false,
+        sc: true,
+        racks: false,
+    })
+    .unwrap_or_else(|failure| panic!("seed 253: {failure}"));
+}
+
 /// Racks (`--racks`: nodes alternate between two racks, the SC roster
 /// says so): the same faults, and every settled map holds each
 /// partition's two copies on both racks whenever both have a member

@@ -581,10 +581,15 @@ impl Emigrator {
         });
     }
 
-    /// A new map: this emigration is no longer wanted.
+    /// A new map: this emigration is no longer wanted. Its gate is left
+    /// as it is: the new map's publication opened every gate, and a
+    /// handoff of the new map may have closed this one again since (two
+    /// workers: the old handoff, still draining, is cancelled only at its
+    /// next tick). Opening it here let the old master take writes after
+    /// handing the partition over (simulator seed 253, `--sc`).
     fn cancel(&mut self, index: usize) {
-        self.reopen_gate(index);
         let active = &mut self.active[index];
+        active.gate_closed = false;
         active.images = Vec::new();
         active.stage = Stage::Finished;
     }

@@ -1466,6 +1466,46 @@ fn a_drain_that_does_not_end_fails_and_reopens_the_gate() {
     assert_eq!(decode_step(&emigrator, 2), (0, 0));
 }
 
+/// A handoff of the map left behind, still draining, is cancelled only
+/// at the next tick; by then the new map's handoff of the same partition
+/// may have closed the gate again, and it must stay closed.
+#[test]
+fn a_cancelled_handoff_leaves_the_new_maps_gate_closed() {
+    let gates = Arc::new(Gates::new(1));
+    let store = MemStore::default();
+    let pid = usize::from(PID);
+    let mut emigrator = emigrator(2, 0, &gates);
+    let gate = gates.gate(0, pid).expect("gate");
+    let writing = GateGuard::enter(&gates, 0, pid).expect("open");
+    emigrator.add(emigration(PID, B, EmigrationKind::Handoff), 0, KEY);
+    assert_eq!(drain(&mut emigrator), [bulk(1, B)]);
+    emigrator.reply(1, Reply::Answer(&ack(code::OK)), 1, KEY, &store);
+    assert!(gate.closed.load(SeqCst), "the old handoff drains");
+    // The next map is published: every gate opens; its handoff starts on
+    // the second worker and closes the gate again.
+    gates.open_all();
+    let next = Emigration {
+        key: KEY + 1,
+        ..emigration(PID, B, EmigrationKind::Handoff)
+    };
+    assert!(emigrator.add(next, 2, KEY + 1));
+    assert_eq!(drain(&mut emigrator), [bulk(2, B)]);
+    emigrator.reply(2, Reply::Answer(&ack(code::OK)), 3, KEY + 1, &store);
+    assert!(gate.closed.load(SeqCst));
+    // The old handoff is cancelled now; the gate stays closed.
+    emigrator.tick(4, KEY + 1);
+    assert!(
+        gate.closed.load(SeqCst),
+        "the cancelled handoff opened the gate"
+    );
+    assert!(GateGuard::enter(&gates, 0, pid).is_none());
+    // The new handoff ends as usual once the writes under way are done.
+    drop(writing);
+    emigrator.tick(5, KEY + 1);
+    assert_eq!(drain(&mut emigrator), [bulk(3, B)]);
+    assert!(gate.closed.load(SeqCst));
+}
+
 #[test]
 fn a_refused_or_silent_step_starts_again_with_growing_pauses() {
     let gates = Arc::new(Gates::new(1));
