@@ -40,7 +40,7 @@ class TlsCluster(LocalCluster):
         node = super().add_node(start=False, **kwargs)
         node.cert = cert
         node.blacklist = None
-        (node.tls_port,) = free_ports(1)
+        (node.tls_port, node.redis_tls_port) = free_ports(2)
         if start:
             self.start(node.index)
         return node
@@ -65,6 +65,15 @@ class TlsCluster(LocalCluster):
             "        tls-authenticate-client false\n",
             1,
         )
+        if self.redis:
+            line = f"        port {node.redis_port}\n"
+            assert line in text
+            text = text.replace(
+                line,
+                line + f"        tls-port {node.redis_tls_port}\n        tls-name {NODE_NAME}\n"
+                "        tls-authenticate-client false\n",
+                1,
+            )
         for port in (node.heartbeat_port, node.fabric_port):
             line = f"        port {port}\n"
             assert line in text
@@ -90,7 +99,7 @@ def pki():
 
 @pytest.fixture(scope="module")
 def cluster(pki):
-    with TlsCluster(3, pki) as cluster:
+    with TlsCluster(3, pki, redis=True) as cluster:
         cluster.wait_formed()
         cluster.wait_stable()
         yield cluster
@@ -139,6 +148,59 @@ def test_a_tls_client_seeding_one_node_discovers_all_three(cluster):
     tls_ports = {node.tls_port for node in cluster.nodes}
     wait_for(lambda: len(client.get_nodes()) == 3, 10, what="the client to see 3 nodes over TLS")
     assert {port for _, port in client.get_nodes()} == tls_ports, client.get_nodes()
+
+
+def test_a_redis_cluster_client_over_tls_is_sent_to_tls_ports(cluster):
+    """Each node shares its Redis TLS endpoint with the others: a client of
+    a TLS port gets CLUSTER SLOTS, CLUSTER NODES and MOVED naming TLS ports,
+    a client of a plain port plain ones, and redis-py's cluster client over
+    TLS reaches every master."""
+    import redis
+    from redis.cluster import RedisCluster
+
+    tls_ports = {node.redis_tls_port for node in cluster.nodes}
+    plain_ports = {node.redis_port for node in cluster.nodes}
+    ca = str(cluster.pki / "ca.pem")
+    node = cluster.nodes[0]
+    secure = redis.Redis(host=node.host, port=node.redis_tls_port, ssl=True, ssl_ca_certs=ca,
+                         ssl_check_hostname=False, socket_timeout=5)
+
+    def ports(client):
+        slots = client.execute_command("CLUSTER SLOTS")
+        if isinstance(slots, dict):  # redis-py parses it: {(first, last): {"primary": …}}
+            return {int(entry["primary"][1]) for entry in slots.values()}
+        return {int(entry[2][1]) for entry in slots}
+
+    # The peers' TLS endpoints arrive as cluster metadata.
+    wait_for(lambda: ports(secure) == tls_ports, 10, what="CLUSTER SLOTS to name every TLS port")
+    plain = redis.Redis(host=node.host, port=node.redis_port, socket_timeout=5)
+    assert ports(plain) == plain_ports
+    nodes = secure.execute_command("CLUSTER NODES")
+    text = nodes if isinstance(nodes, str) else str(nodes)
+    for port in tls_ports:
+        assert f":{port}" in text, text
+    for port in plain_ports:
+        assert f":{port}" not in text, text
+    # A key mastered elsewhere: MOVED names that node's TLS port.
+    moved = None
+    for i in range(64):
+        try:
+            secure.get(f"tls-moved-{i}")
+        except redis.exceptions.MovedError as error:
+            moved = error
+            break
+    assert moved is not None
+    assert moved.port in tls_ports - {node.redis_tls_port}, moved
+    client = RedisCluster(host=node.host, port=node.redis_tls_port, ssl=True, ssl_ca_certs=ca,
+                          ssl_check_hostname=False, socket_timeout=5)
+    for i in range(100):
+        assert client.set(f"tls-cluster-{i}", str(i))
+    assert [client.get(f"tls-cluster-{i}") for i in range(100)] == [str(i).encode() for i in range(100)]
+    assert {n.port for n in client.get_nodes()} == tls_ports
+    # The next test counts the namespace's records.
+    for i in range(100):
+        assert client.delete(f"tls-cluster-{i}") == 1
+    client.close()
 
 
 def test_writes_replicate_over_tls_and_survive_a_killed_node(cluster):

@@ -44,6 +44,9 @@ pub struct Shared {
     /// The last Redis Cluster map the server built, with what it was built
     /// from (its stamp) and when.
     pub cluster_map: Mutex<Option<(u64, Instant, Arc<crate::cluster::ClusterMap>)>>,
+    /// The same for clients of the TLS port: it names the nodes' TLS
+    /// ports.
+    pub cluster_map_tls: Mutex<Option<(u64, Instant, Arc<crate::cluster::ClusterMap>)>>,
     /// This node has been in a cluster of two or more nodes since it
     /// started: it answers as a Redis Cluster node from then on, also when
     /// it is left alone.
@@ -325,6 +328,7 @@ impl Shared {
             run_id: run_id[run_id.len() - 40..].to_owned(),
             hub: crate::pubsub::Hub::default(),
             cluster_map: Mutex::new(None),
+            cluster_map_tls: Mutex::new(None),
             clustered: std::sync::atomic::AtomicBool::new(false),
             scripts: Arc::default(),
             blocked: Mutex::new(BTreeMap::new()),

@@ -39,6 +39,9 @@ struct Backend<'c> {
     context: &'c Context,
     shared: &'c Shared,
     peer: Option<std::net::SocketAddr>,
+    /// The connection came in on the TLS port: the Redis Cluster map it
+    /// is given names the nodes' TLS ports.
+    tls: bool,
     /// Who the data path runs requests as: changes when AUTH logs in.
     caller: &'c mut Caller,
     /// On a secured node: the user the connection logged in as.
@@ -159,7 +162,7 @@ impl Records for Backend<'_> {
     }
 
     fn cluster(&self) -> Option<Arc<ClusterMap>> {
-        cluster_map(self.context, self.shared)
+        cluster_map(self.context, self.shared, self.tls)
     }
 
     fn secured(&self) -> bool {
@@ -266,7 +269,7 @@ const CLUSTER_MAP_REUSE: Duration = Duration::from_millis(500);
 /// The Redis Cluster map of the routing in force, or None while this node
 /// has never been in a cluster of two or more nodes (it then answers as a
 /// standalone Redis). Built once per routing change and reused.
-fn cluster_map(context: &Context, shared: &Shared) -> Option<Arc<ClusterMap>> {
+fn cluster_map(context: &Context, shared: &Shared, tls: bool) -> Option<Arc<ClusterMap>> {
     let routing = context.routing.load();
     if routing.members.len() > 1 {
         shared.clustered.store(true, Relaxed);
@@ -276,28 +279,39 @@ fn cluster_map(context: &Context, shared: &Shared) -> Option<Arc<ClusterMap>> {
     let stamp = (Arc::as_ptr(&*routing) as u64)
         ^ routing.key.rotate_left(17)
         ^ (routing.generation as u64).rotate_left(41);
-    let mut cache = shared.cluster_map.lock();
+    let mut cache = if tls {
+        shared.cluster_map_tls.lock()
+    } else {
+        shared.cluster_map.lock()
+    };
     if let Some((built, at, map)) = &*cache {
         if *built == stamp && at.elapsed() < CLUSTER_MAP_REUSE {
             return Some(Arc::clone(map));
         }
     }
-    let map = Arc::new(build_map(context, &routing, &shared.namespace));
+    let map = Arc::new(build_map(context, &routing, &shared.namespace, tls));
     *cache = Some((stamp, Instant::now(), Arc::clone(&map)));
     Some(map)
 }
 
 /// Builds the map from this node's routing of the Redis namespace and the
-/// RESP endpoints the members advertise.
-fn build_map(context: &Context, routing: &Routing, namespace: &str) -> ClusterMap {
-    let service = &context.info.cluster().cluster;
+/// RESP endpoints the members advertise (`tls`: their TLS endpoints).
+fn build_map(context: &Context, routing: &Routing, namespace: &str, tls: bool) -> ClusterMap {
+    let cluster = context.info.cluster();
+    let service = &cluster.cluster;
     let status = service.status();
     // Member index → index in `nodes` (members without a RESP port are
     // left out: no client could be sent there).
     let mut slots_of = vec![NOBODY; routing.members.len()];
     let mut nodes = Vec::new();
     for (index, &node) in routing.members.iter().enumerate() {
-        let redis = if index == usize::from(routing.me) {
+        let redis = if tls {
+            if index == usize::from(routing.me) {
+                service.redis_tls.first().cloned()
+            } else {
+                crate::cluster::info::peer_redis_tls(cluster, node)
+            }
+        } else if index == usize::from(routing.me) {
             service.redis.first().cloned()
         } else {
             status
@@ -405,6 +419,7 @@ pub async fn serve(
 
 async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connection, id: u64) {
     let peer = connection.peer_addr().ok();
+    let tls = connection.is_tls();
     let local = connection.local_addr().ok();
     let show =
         |address: Option<std::net::SocketAddr>| address.map_or(String::new(), |a| a.to_string());
@@ -438,6 +453,7 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connec
             context: context.as_ref(),
             shared: &shared,
             peer,
+            tls,
             caller: &mut caller,
             login: &mut login,
             scratch: &mut scratch,
@@ -516,7 +532,7 @@ async fn run(context: &Arc<Context>, shared: Arc<Shared>, mut connection: Connec
             Step::Close => return,
             Step::Script(call) => {
                 let Some((reply, replicating, waits)) =
-                    run_script(context, &shared, peer, &caller, &login, call).await
+                    run_script(context, &shared, (peer, tls), &caller, &login, call).await
                 else {
                     output.extend_from_slice(b"-ERR the script engine stopped\r\n");
                     continue;
@@ -552,7 +568,7 @@ type ScriptDone = (Vec<u8>, Vec<Copies>, Vec<bolide_store::CommitWait>);
 async fn run_script(
     context: &Arc<Context>,
     shared: &Arc<Shared>,
-    peer: Option<std::net::SocketAddr>,
+    (peer, tls): (Option<std::net::SocketAddr>, bool),
     caller: &Caller,
     login: &Option<Arc<bolide_security::Session>>,
     call: Box<bolide_redis::scripting::Call>,
@@ -568,6 +584,7 @@ async fn run_script(
             context: context.as_ref(),
             shared: &job_shared,
             peer,
+            tls,
             caller: &mut caller,
             login: &mut login,
             scratch: &mut scratch,

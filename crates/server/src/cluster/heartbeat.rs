@@ -242,6 +242,17 @@ async fn run(
             wall_ms(),
         );
     }
+    if !service.redis_tls.is_empty() {
+        // The other nodes name it to Redis Cluster clients of their TLS
+        // port.
+        machine.set_metadata(
+            super::info::REDIS_TLS_MODULE,
+            &format!("{:X}", service.node_id),
+            &super::info::tls_service_value("redis", &service.redis_tls),
+            false,
+            wall_ms(),
+        );
+    }
     let (inbound, mut inbound_receiver) = mpsc::unbounded_channel::<Envelope>();
     if let Some(listener) = listener {
         match TcpListener::from_std(listener) {

@@ -429,6 +429,21 @@ pub fn peers_tls(node: &Context) -> String {
 /// endpoints (key: the node id in hex).
 pub const TLS_SERVICE_MODULE: &str = "tls-service";
 
+/// The metadata module in which each node shares where it serves the
+/// Redis protocol over TLS (key: the node id in hex; value as
+/// [`tls_service_value`]).
+pub const REDIS_TLS_MODULE: &str = "redis-tls";
+
+/// Where `peer` serves the Redis protocol over TLS, as it shared it.
+pub fn peer_redis_tls(node: &Context, peer: bolide_cluster::NodeId) -> Option<Endpoint> {
+    let key = format!("{peer:X}");
+    let items = node.cluster.metadata.lock().ok()?;
+    let item = items
+        .iter()
+        .find(|item| item.module == REDIS_TLS_MODULE && item.key == key && !item.deleted)?;
+    parse_tls_service(&item.value).and_then(|(_, endpoints)| endpoints.into_iter().next())
+}
+
 /// A node's TLS service as shared: `TLS-NAME;host:port,host:port`.
 pub fn tls_service_value(name: &str, endpoints: &[Endpoint]) -> String {
     let hosts: Vec<String> = endpoints.iter().map(ToString::to_string).collect();

@@ -231,6 +231,11 @@ pub struct ClusterService {
     pub service_tls: Option<(String, Vec<Endpoint>)>,
     /// Where this node serves the Redis protocol, advertised to peers.
     pub redis: Vec<Endpoint>,
+    /// Where it serves the Redis protocol over TLS (empty: nowhere),
+    /// shared with the other nodes as cluster metadata (module
+    /// [`info::REDIS_TLS_MODULE`]) so that the Redis Cluster answers a TLS
+    /// client gets name TLS ports.
+    pub redis_tls: Vec<Endpoint>,
     pub seeds: Vec<Endpoint>,
     events: mpsc::UnboundedSender<Event>,
     events_receiver: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
@@ -334,6 +339,19 @@ impl ClusterService {
                         .clone()
                         .unwrap_or_else(|| advertised(config.redis_address)),
                     port,
+                })
+                .into_iter()
+                .collect(),
+            redis_tls: config
+                .redis_tls
+                .as_ref()
+                .map(|tls| Endpoint {
+                    host: tls.access_address.clone().unwrap_or_else(|| {
+                        config.access_address.clone().unwrap_or_else(|| {
+                            advertised(tls.address.unwrap_or(config.redis_address))
+                        })
+                    }),
+                    port: tls.access_port.unwrap_or(tls.port),
                 })
                 .into_iter()
                 .collect(),
