@@ -515,6 +515,61 @@ def test_every_copy_lost_uncleanly_is_dead_until_revived():
                     pass
 
 
+def test_auto_revive_serves_copies_lost_uncleanly_without_an_operator():
+    """`auto-revive true`: a node's copies that come back untrusted after a
+    kill -9 are revived at its start, so a partition whose every copy was
+    lost uncleanly is served again with what the copies kept, counted in
+    auto_revived_partitions and logged, where without it it is dead until
+    `revive:`."""
+    with LocalCluster(3, namespace=dict(SC, **{"auto-revive": "true"}), storage="device") as c:
+        c.start_all()
+        c.wait_formed()
+        form_roster(c, [0, 1, 2])
+        assert "auto-revive=true" in c.info(0, "get-config:context=namespace;id=test")
+        client = c.client()
+        keys = [("test", "a", i) for i in range(200)]
+        for i, key in enumerate(keys):
+            put_settled(client, key, {"v": i})
+        c.wait_stable()
+        holders = partition_holders(c, range(3))
+        lost = {pid for pid in range(4096) if holders[pid] == {0, 1}}
+        assert 1000 < len(lost) < 1800, len(lost)
+        c.kill(0)
+        c.kill(1)
+        c.start(0)
+        c.start(1)
+        c.wait_formed()
+        wait_for(lambda: all(c.ns_stats(i)["unavailable_partitions"] == "0" for i in range(3)),
+                 "every partition available without revive:")
+        for i in range(3):
+            assert c.ns_stats(i)["dead_partitions"] == "0", c.ns_stats(i)
+        # Each restarted node revived its untrusted copies: at least those of
+        # the partitions both of them held.
+        for i in (0, 1):
+            revived = int(c.ns_stats(i)["auto_revived_partitions"])
+            assert revived >= len(lost), (i, revived, len(lost))
+            assert "partitions auto-revived" in c.nodes[i].log_text()
+        assert c.ns_stats(2)["auto_revived_partitions"] == "0"
+        client = c.client()
+        linearize = {"read_mode_sc": aerospike.POLICY_READ_MODE_SC_LINEARIZE}
+        lost_key = next(key for key in keys if pid_of(key) in lost)
+        put_settled(client, lost_key, {"v": "again"})
+        assert get_settled(client, lost_key, policy=linearize)[2] == {"v": "again"}
+        # Where node 2 kept a current copy nothing is lost; where both copies
+        # were untrusted, what the files kept is served (a write may be gone:
+        # the risk auto-revive takes), never another value.
+        for i, key in enumerate(keys):
+            if key == lost_key:
+                continue
+            if pid_of(key) not in lost:
+                assert get_settled(client, key, policy=linearize)[2] == {"v": i}, key
+                continue
+            try:
+                assert get_settled(client, key, policy=linearize)[2] == {"v": i}, key
+            except ex.RecordNotFound:
+                pass
+
+
 def test_unreplicated_record_survives_its_masters_restart():
     """A write whose copy cannot reach the replica (killed) is in doubt and
     unreplicated on the master, which alone cannot serve the partition

@@ -407,6 +407,22 @@ pub fn restart_versions(
         .collect()
 }
 
+/// `auto-revive`: this node's untrusted (`e`) copies are revived (`r`),
+/// as `revive:` would at once (Aerospike 7.1's `auto-revive`, which
+/// revives only e-flagged partitions, at start). A revived copy matters
+/// only where no member holds a current copy: the partition is then
+/// served with what the copies hold instead of dead. Returns how many.
+pub fn auto_revive(versions: &mut [Version]) -> usize {
+    let mut revived = 0;
+    for version in versions.iter_mut() {
+        if version.evade && !version.is_null() {
+            version.revived = true;
+            revived += 1;
+        }
+    }
+    revived
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -694,6 +710,41 @@ mod tests {
         assert!(crashed[1].evade && crashed[2].evade);
         assert_eq!(crashed[1].key, K2);
         assert_eq!(crashed[0], Version::NULL);
+    }
+
+    #[test]
+    fn auto_revive_revives_only_untrusted_copies() {
+        let witnesses = [witness(7, K2), witness(7, K2)];
+        let untrusted = Version {
+            evade: true,
+            ..Version::full(K2)
+        };
+        let mut versions = [untrusted, Version::full(K2), Version::NULL, untrusted];
+        assert_eq!(auto_revive(&mut versions), 2);
+        assert!(versions[0].revived && versions[3].revived);
+        assert!(!versions[1].revived && versions[2].is_null());
+        // Every copy untrusted: dead without auto-revive, served with it.
+        let mut copies = [untrusted, untrusted];
+        assert_eq!(
+            judge(Availability::Available, true, &mut copies, &witnesses),
+            Availability::Dead
+        );
+        let mut copies = [untrusted, untrusted];
+        auto_revive(&mut copies);
+        assert_eq!(
+            judge(Availability::Available, true, &mut copies, &witnesses),
+            Availability::Available
+        );
+        // A current copy elsewhere: it is the data; the revived one is
+        // merged, never served from.
+        let mut copies = [untrusted, Version::full(K2)];
+        auto_revive(&mut copies);
+        assert_eq!(
+            judge(Availability::Available, true, &mut copies, &witnesses),
+            Availability::Available
+        );
+        assert!(copies[0].subset && !copies[1].subset, "{copies:?}");
+        assert!(copies.iter().all(|copy| !copy.revived), "{copies:?}");
     }
 
     #[test]

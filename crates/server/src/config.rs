@@ -799,6 +799,7 @@ fn namespace(name: &str, items: &[Item<'_>]) -> Result<NamespaceConfig, ConfigEr
             "strong-consistency-allow-expunge" => {
                 config.strong_consistency_allow_expunge = directive.boolean()?
             }
+            "auto-revive" => config.auto_revive = directive.boolean()?,
             "migrate-order" => {
                 let order: u32 = directive.number()?;
                 if !(1..=10).contains(&order) {

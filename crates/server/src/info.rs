@@ -558,7 +558,7 @@ pub fn namespace_info(namespace: &Namespace) -> String {
          replication-factor={};default-ttl={};nsup-period={};allow-ttl-without-nsup={};\
          max-record-size={};storage-engine={};data-size={};memory-size={};\
          stop-writes-used-pct={};evict-used-pct={};evict-tenths-pct={};strong-consistency={};\
-         strong-consistency-allow-expunge={}",
+         strong-consistency-allow-expunge={};auto-revive={};auto_revived_partitions={}",
         stats.index_used_bytes.load(Relaxed),
         stats.data_used_bytes.load(Relaxed),
         config.memory_size_bytes,
@@ -596,6 +596,8 @@ pub fn namespace_info(namespace: &Namespace) -> String {
         config.evict_tenths_percent,
         config.strong_consistency,
         config.strong_consistency_allow_expunge,
+        config.auto_revive,
+        load(&stats.auto_revived_partitions),
     );
     match namespace.device() {
         Some(device) => device_info(&mut text, device),
@@ -830,7 +832,7 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                          max-record-size={};storage-engine=memory;storage-engine.data-size={};\
                          storage-engine.stop-writes-used-pct={};storage-engine.evict-used-pct={};\
                          evict-tenths-pct={};strong-consistency={};strong-consistency-allow-expunge={};\
-                         rack-id={}",
+                         auto-revive={};rack-id={}",
                         c.replication_factor,
                         c.default_ttl_seconds,
                         c.nsup_period_seconds,
@@ -842,6 +844,7 @@ fn get_config(node: &Info, command: &InfoCommand<'_>) -> String {
                         c.evict_tenths_percent,
                         c.strong_consistency,
                         c.strong_consistency_allow_expunge,
+                        c.auto_revive,
                         node.service().rack_id(index)
                     ) + &crate::info_config::compression_config(namespace)
                 }

@@ -67,6 +67,11 @@ pub struct NamespaceConfig {
     /// SC only: deletes that leave no tombstone are allowed
     /// (`strong-consistency-allow-expunge true`); else refused with 22.
     pub strong_consistency_allow_expunge: bool,
+    /// SC only (`auto-revive true`): at start, this node's copies that
+    /// came back untrusted (`e`, an unclean stop without commit-to-device)
+    /// are revived (`r`), as `revive:` would: a partition whose every copy
+    /// is untrusted is then served with what they hold instead of dead.
+    pub auto_revive: bool,
     /// The node's rack for this namespace (`rack-id`, 0: none), as
     /// configured at start; the cluster places replicas on distinct racks.
     pub rack_id: u32,
@@ -94,6 +99,7 @@ impl NamespaceConfig {
             migrate_sleep_us: 1,
             strong_consistency: false,
             strong_consistency_allow_expunge: false,
+            auto_revive: false,
             rack_id: 0,
         }
     }
@@ -125,6 +131,8 @@ pub struct NamespaceStats {
     pub nsup_cycles: AtomicU64,
     /// Tombstones kept in memory (replicated namespaces).
     pub tombstones: AtomicI64,
+    /// (SC) Partitions `auto-revive` revived at this start.
+    pub auto_revived_partitions: AtomicU64,
 }
 
 /// Per-set statistics.

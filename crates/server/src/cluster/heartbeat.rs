@@ -185,12 +185,25 @@ fn restore(
         ns.roster = saved.roster.clone();
         ns.regime = saved.regime;
         ns.witnesses = saved.witnesses.clone();
-        all_versions.push(bolide_cluster::sc::restart_versions(
-            &saved.versions,
-            trusted,
-            holds,
-            key,
-        ));
+        let mut versions =
+            bolide_cluster::sc::restart_versions(&saved.versions, trusted, holds, key);
+        if ours.auto_revive {
+            let revived = bolide_cluster::sc::auto_revive(&mut versions);
+            if revived > 0 {
+                tracing::warn!(
+                    namespace = ours.name,
+                    "{{{}}} {revived} partitions auto-revived",
+                    ours.name
+                );
+            }
+            if let Some((_, namespace)) = node.store.namespace_index(ours.name.as_bytes()) {
+                namespace
+                    .stats
+                    .auto_revived_partitions
+                    .store(revived as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        all_versions.push(versions);
         pending.extend(saved.pending.clone());
         // From now until the next clean shutdown, a restart is unclean.
         if saved.clean {
