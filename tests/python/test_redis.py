@@ -203,6 +203,37 @@ def test_connection_commands(server, r):
     assert abs(secs - time.time()) < 5 and 0 <= micros < 1_000_000
 
 
+def test_client_list_filters_by_id_and_type_and_resetstat_clears_info_stats(server, r):
+    others = [redis.Redis(host="127.0.0.1", port=server.redis_port) for _ in range(3)]
+    ids = [str(c.client_id()) for c in others]
+    # IDs in the order given; the caller and unknown IDs are left out.
+    listed = r.client_list(client_id=list(reversed(ids)) + ["999999"])
+    assert [c["id"] for c in listed] == list(reversed(ids))
+    subscriber = others[0].pubsub()
+    subscriber.subscribe("client-list-channel")
+    assert subscriber.get_message(timeout=5)["type"] == "subscribe"
+    pubsub_ids = {c["id"] for c in r.client_list(_type="pubsub")}
+    normal_ids = {c["id"] for c in r.client_list(_type="normal")}
+    assert str(r.client_id()) in normal_ids and not pubsub_ids & normal_ids
+    assert len(pubsub_ids) == 1 and pubsub_ids.isdisjoint(ids[1:])
+    assert r.client_list(_type="replica") == []
+    with pytest.raises(redis.ResponseError, match="Unknown client type 'nosuch'"):
+        r.execute_command("CLIENT LIST TYPE nosuch")
+    with pytest.raises(redis.ResponseError, match="Invalid client ID"):
+        r.execute_command("CLIENT LIST ID 1 x")
+    with pytest.raises(redis.ResponseError, match="syntax error"):
+        r.execute_command("CLIENT LIST NOSUCH")
+    subscriber.close()
+    for c in others:
+        c.close()
+    # CONFIG RESETSTAT clears INFO's command and connection counts.
+    for _ in range(5):
+        r.ping()
+    before = r.info("stats")["total_commands_processed"]
+    assert r.config_resetstat() is True
+    assert r.info("stats")["total_commands_processed"] < before
+
+
 def test_select_maps_databases_to_sets(server, r):
     r.set("k", "db0")
     r1 = redis.Redis(port=server.redis_port, db=1)

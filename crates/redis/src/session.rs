@@ -195,6 +195,9 @@ impl Shared {
             }
         }
         self.subcommand_latency.lock().clear();
+        // As Redis's CONFIG RESETSTAT: the INFO stats counters too.
+        self.commands_processed.store(0, Relaxed);
+        self.connections_received.store(0, Relaxed);
     }
 
     /// Counts a call of a command with subcommands (`client|id`) for
@@ -1100,6 +1103,8 @@ impl Session {
                     out.bulk(name);
                     out.int(self.subscriptions());
                 }
+                // CLIENT LIST shows the subscription counts.
+                self.register();
                 Ok(())
             }
             "unsubscribe" | "punsubscribe" => {
@@ -1130,6 +1135,7 @@ impl Session {
                     out.bulk(&name);
                     out.int(self.subscriptions());
                 }
+                self.register();
                 Ok(())
             }
             "publish" => {
@@ -1154,6 +1160,7 @@ impl Session {
                     out.bulk(name);
                     out.int(self.shard_channels.len() as i64);
                 }
+                self.register();
                 Ok(())
             }
             "sunsubscribe" => {
@@ -1176,6 +1183,7 @@ impl Session {
                     out.bulk(&name);
                     out.int(self.shard_channels.len() as i64);
                 }
+                self.register();
                 Ok(())
             }
             "pubsub" => {

@@ -333,12 +333,74 @@ impl Session {
                 out.verbatim(line.as_bytes());
             }
             "list" => {
+                // CLIENT LIST [TYPE type] | [ID id ...], as Redis 7.0: one
+                // filter or none; IDs in the order given, unknown ones left
+                // out.
+                let mut kind = None;
+                let mut ids = None;
+                if args.len() > 3 && args[2].eq_ignore_ascii_case(b"id") {
+                    let mut list = Vec::with_capacity(args.len() - 3);
+                    for arg in &args[3..] {
+                        let id = parse_i64(arg).map_err(|_| "ERR Invalid client ID".to_owned())?;
+                        list.push(id as u64);
+                    }
+                    ids = Some(list);
+                } else if args.len() == 4 && args[2].eq_ignore_ascii_case(b"type") {
+                    let name = String::from_utf8_lossy(&args[3]).to_ascii_lowercase();
+                    if !matches!(
+                        name.as_str(),
+                        "normal" | "master" | "replica" | "slave" | "pubsub"
+                    ) {
+                        return Err(format!(
+                            "ERR Unknown client type '{}'",
+                            String::from_utf8_lossy(&args[3])
+                        ));
+                    }
+                    kind = Some(name);
+                } else if args.len() != 2 {
+                    return Err("ERR syntax error".to_owned());
+                }
                 self.register();
+                let clients = self.shared.clients.lock();
                 let mut text = String::new();
-                for line in self.shared.clients.lock().values() {
+                let mut add = |line: &str| {
                     text.push_str(line);
                     text.push('\n');
+                };
+                match (ids, kind) {
+                    (Some(ids), _) => {
+                        for id in ids {
+                            if let Some(line) = clients.get(&id) {
+                                add(line);
+                            }
+                        }
+                    }
+                    (None, Some(kind)) => {
+                        for line in clients.values() {
+                            // This node has no replication links: every
+                            // client is normal or pub/sub.
+                            let pubsub = ["sub=", "psub=", "ssub="].iter().any(|field| {
+                                line.split(' ')
+                                    .find_map(|pair| pair.strip_prefix(field))
+                                    .is_some_and(|count| count != "0")
+                            });
+                            let wanted = match kind.as_str() {
+                                "pubsub" => pubsub,
+                                "normal" => !pubsub,
+                                _ => false,
+                            };
+                            if wanted {
+                                add(line);
+                            }
+                        }
+                    }
+                    (None, None) => {
+                        for line in clients.values() {
+                            add(line);
+                        }
+                    }
                 }
+                drop(clients);
                 out.verbatim(text.as_bytes());
             }
             "kill" => {
