@@ -97,7 +97,7 @@ def listed(items, each=lambda item: item) -> bytes:
 # -- control messages ---------------------------------------------------------
 def pulse(sender: int, cluster_name: str, heartbeat=("127.0.0.1", 1), fabric=("127.0.0.1", 1),
           namespaces=(("test", 2),), cluster_key=0, succession=(), adjacency=(),
-          protocol=1, boot_id=1, clock_ms=0) -> bytes:
+          protocol=2, boot_id=1, clock_ms=0) -> bytes:
     body = (u64(sender) + string(cluster_name) + u32(protocol) + u64(boot_id)
             + endpoint(*heartbeat) + endpoint(*fabric)
             + listed([heartbeat], lambda e: endpoint(*e))

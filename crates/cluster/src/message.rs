@@ -9,8 +9,11 @@ use crate::NodeId;
 use bolide_types::PARTITION_COUNT;
 
 /// Version of the clustering protocol carried in pulses. Nodes of another
-/// protocol version never form a cluster together.
-pub const PROTOCOL: u32 = 1;
+/// protocol version never form a cluster together (they log why, instead
+/// of dropping each other's frames as malformed).
+///
+/// 2: the exchange carries each namespace's `rack-id` (from eac51d4, racks).
+pub const PROTOCOL: u32 = 2;
 
 /// A host and port.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -548,10 +548,13 @@ pub fn statistics(node: &Context, text: &mut String) {
     let counters = &node.cluster.counters;
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Relaxed);
     let since_rebalance = super::monotonic_ms().saturating_sub(status.last_rebalance_ms) / 1000;
+    // Every member speaks this node's clustering protocol (others never
+    // join).
+    let protocol = bolide_cluster::message::PROTOCOL;
     let _ = write!(
         text,
         "cluster_size={};cluster_key={:X};cluster_generation={};cluster_principal={:X};\
-         cluster_min_compatibility_id=1;cluster_max_compatibility_id=1;\
+         cluster_min_compatibility_id={protocol};cluster_max_compatibility_id={protocol};\
          cluster_integrity={};cluster_is_member={};cluster_duplicate_nodes=null;\
          cluster_clock_skew_stop_writes_sec={};cluster_clock_skew_ms={};cluster_clock_skew_outliers={};\
          cluster_name={};paxos_principal={:X};migrate_allowed={};migrate_partitions_remaining={};\
