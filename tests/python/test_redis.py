@@ -788,6 +788,14 @@ def test_publish_subscribe(server, r):
                  b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n")
         exchange(s, cmd("UNSUBSCRIBE"), b"*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n")
     with socket.create_connection(("127.0.0.1", server.redis_port), timeout=5) as s:
+        # RESP3: NUMSUB and SHARDNUMSUB stay flat arrays (bytes of Redis 7.0.15).
+        s.sendall(cmd("HELLO", "3"))
+        s.settimeout(5)
+        while b"modules" not in s.recv(65536):
+            pass
+        exchange(s, cmd("PUBSUB", "NUMSUB", "a"), b"*2\r\n$1\r\na\r\n:0\r\n")
+        exchange(s, cmd("PUBSUB", "SHARDNUMSUB", "a"), b"*2\r\n$1\r\na\r\n:0\r\n")
+    with socket.create_connection(("127.0.0.1", server.redis_port), timeout=5) as s:
         s.sendall(cmd("HELLO", "3"))
         data = b""
         while not data.endswith(b"$7\r\nmodules\r\n*0\r\n"):

@@ -1198,7 +1198,8 @@ impl Session {
                         Ok(())
                     }
                     "numsub" => {
-                        out.map(args.len() - 2);
+                        // A flat array in RESP3 too, as Redis 7.0 answers.
+                        out.array(2 * (args.len() - 2));
                         for name in &args[2..] {
                             out.bulk(name);
                             out.int(self.shared.hub.subscribers(name) as i64);
@@ -1221,7 +1222,8 @@ impl Session {
                         Ok(())
                     }
                     "shardnumsub" => {
-                        out.map(args.len() - 2);
+                        // A flat array in RESP3 too, as Redis 7.0 answers.
+                        out.array(2 * (args.len() - 2));
                         for name in &args[2..] {
                             out.bulk(name);
                             out.int(self.shared.hub.shard_subscribers(name) as i64);
