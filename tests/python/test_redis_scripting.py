@@ -10,6 +10,8 @@ connection's own service thread too)."""
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -555,6 +557,30 @@ REDIS_DUMP = bytes.fromhex(
     "726e600c075b315d20656e64290a008d5936adc6e707da")
 REDIS_DUMP_CODE = (b"#!lua name=mylib\nredis.register_function('myfunc', "
                    b"function(keys, args) return args[1] end)")
+
+
+def test_function_libraries_survive_a_restart():
+    """Libraries are saved in the work-directory, which the node makes at
+    start when it is missing (it was not, and nothing was saved)."""
+    (redis_port,) = free_ports(1)
+    srv = BolideServer()
+    srv.config_text = with_redis_port(srv.config_text, redis_port)
+    srv.keep_files = True  # the files outlive the stop, as on a real restart
+    assert not os.path.exists(srv.work_directory)
+    with srv:
+        wait_for_port(redis_port)
+        client = redis.Redis(port=redis_port)
+        assert client.function_load(WRLIB.replace("name=wr", "name=kept")) == b"kept"
+        assert os.path.exists(os.path.join(srv.work_directory, "redis-functions.rdb"))
+        client.close()
+        srv.stop()
+        srv.start()
+        wait_for_port(redis_port)
+        client = redis.Redis(port=redis_port)
+        assert [lib[1] for lib in client.function_list()] == [b"kept"]
+        assert client.fcall("w", 1, "after-restart", "yes") == b"OK"
+        client.close()
+    shutil.rmtree(srv.tmpdir, ignore_errors=True)
 
 
 def test_function_dump_and_restore(server, r):

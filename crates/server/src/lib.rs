@@ -123,6 +123,10 @@ pub fn run(config: Config) -> Result<(), String> {
                 cluster.cluster.share(module, key, value, deleted)
             }));
         if let Some(directory) = &config.work_directory {
+            // Where the node keeps its state (function libraries, SC and
+            // security state): made if missing, or the node does not start.
+            std::fs::create_dir_all(directory)
+                .map_err(|error| format!("work-directory {}: {error}", directory.display()))?;
             redis_shared
                 .scripts
                 .set_save_path(directory.join("redis-functions.rdb"));
