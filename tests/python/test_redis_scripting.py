@@ -501,6 +501,27 @@ def test_function_load_fcall_list_delete(server, r):
     assert r.function_list() == []
 
 
+def test_a_library_deleted_and_loaded_again_at_once_stays_loaded(server, r):
+    """Library changes are shared through the cluster metadata and come
+    back to the node that made them: a delete coming back must not remove
+    the library loaded again since (redis-py's test_fcall_ro saw
+    "Function not found" right after FUNCTION LOAD on a loaded machine)."""
+    code = ("#!lua name=echoback\nredis.register_function{function_name='echoback', "
+            "callback=function(k, a) return a[1] end, flags={'no-writes'}}")
+    for i in range(40):
+        r.function_load(code, replace=True)
+        r.function_delete("echoback")
+        r.function_load(code)
+        for _ in range(3):
+            assert r.fcall_ro("echoback", 0, str(i)) == str(i).encode(), i
+            time.sleep(0.005)
+    r.function_delete("echoback")
+    time.sleep(0.2)
+    with pytest.raises(redis.ResponseError, match="Function not found"):
+        r.fcall("echoback", 0, "x")
+    assert r.function_list() == []
+
+
 def test_function_load_errors(server, r):
     c = Conn(server.redis_port)
     try:

@@ -141,6 +141,9 @@ pub type Job = Box<dyn FnOnce(&mut Engine) + Send>;
 /// Spreads a change to the other nodes: module, key, value, deleted.
 pub type Spread = Arc<dyn Fn(&str, &str, &str, bool) + Send + Sync>;
 
+/// Per (module, key), this node's changes not back yet: (deleted, value).
+type OwnPending = HashMap<(String, String), Vec<(bool, String)>>;
+
 /// The node's scripts: the EVAL cache, the function libraries, the script
 /// running now, and the engine thread.
 pub struct Scripts {
@@ -155,6 +158,13 @@ pub struct Scripts {
     running: Mutex<Option<Running>>,
     engine: Mutex<Option<mpsc::Sender<Job>>>,
     spread: Mutex<Option<Spread>>,
+    /// This node's own changes spread and not back from the cluster yet,
+    /// per (module, key), oldest first: (deleted, value). The echo of an
+    /// older one must not undo a newer one (FUNCTION DELETE then LOAD: the
+    /// delete coming back removed the library just loaded again, and an
+    /// FCALL right after the LOAD answered "Function not found"). A library
+    /// change is noted, and its echo judged, under the libraries' lock.
+    own_pending: Mutex<OwnPending>,
     /// Where the libraries are saved (a FUNCTION DUMP payload).
     save_path: Mutex<Option<PathBuf>>,
 }
@@ -173,6 +183,7 @@ impl Default for Scripts {
             running: Mutex::new(None),
             engine: Mutex::new(None),
             spread: Mutex::new(None),
+            own_pending: Mutex::new(HashMap::new()),
             save_path: Mutex::new(None),
         }
     }
@@ -295,7 +306,36 @@ impl Scripts {
             let text = value
                 .map(|v| base64::engine::general_purpose::STANDARD.encode(v))
                 .unwrap_or_default();
+            self.own_pending
+                .lock()
+                .entry((module.to_owned(), key.to_owned()))
+                .or_default()
+                .push((value.is_none(), text.clone()));
             spread(module, key, &text, value.is_none());
+        }
+    }
+
+    /// Whether a shared item is the echo of one of this node's own changes
+    /// that a newer change of its own has overtaken (then it is not
+    /// applied). The echo of the newest is applied, which changes nothing.
+    fn overtaken_echo(&self, module: &str, key: &str, value: &str, deleted: bool) -> bool {
+        let mut own = self.own_pending.lock();
+        let id = (module.to_owned(), key.to_owned());
+        let Some(pending) = own.get_mut(&id) else {
+            return false;
+        };
+        let Some(at) = pending
+            .iter()
+            .position(|(was_deleted, text)| *was_deleted == deleted && (deleted || text == value))
+        else {
+            return false;
+        };
+        pending.drain(..=at);
+        if pending.is_empty() {
+            own.remove(&id);
+            false
+        } else {
+            true
         }
     }
 
@@ -303,6 +343,31 @@ impl Scripts {
     /// the cluster).
     pub fn apply_shared(self: &Arc<Self>, module: &str, key: &str, value: &str, deleted: bool) {
         let decoded = || base64::engine::general_purpose::STANDARD.decode(value).ok();
+        if module == FUNCTION_MODULE {
+            let mut libraries = self.libraries.lock();
+            if self.overtaken_echo(module, key, value, deleted) {
+                return;
+            }
+            if deleted {
+                if libraries.remove(key).is_some() {
+                    self.libraries_changed(&libraries);
+                }
+                return;
+            }
+            let Some(code) = decoded() else {
+                tracing::warn!(library = key, "redis: a bad library from the cluster");
+                return;
+            };
+            if libraries.values().any(|library| library.code == code) {
+                return;
+            }
+            drop(libraries);
+            self.load_on_engine(code);
+            return;
+        }
+        if self.overtaken_echo(module, key, value, deleted) {
+            return;
+        }
         match module {
             SCRIPT_MODULE if deleted => {
                 // Compiled copies go with the next look at the epoch.
@@ -323,16 +388,6 @@ impl Scripts {
                         body: Arc::from(body),
                     });
             }
-            FUNCTION_MODULE if deleted => {
-                let mut libraries = self.libraries.lock();
-                if libraries.remove(key).is_some() {
-                    self.libraries_changed(&libraries);
-                }
-            }
-            FUNCTION_MODULE => match decoded() {
-                Some(code) => self.apply_library(code),
-                None => tracing::warn!(library = key, "redis: a bad library from the cluster"),
-            },
             _ => {}
         }
     }
@@ -348,6 +403,10 @@ impl Scripts {
         {
             return;
         }
+        self.load_on_engine(code);
+    }
+
+    fn load_on_engine(self: &Arc<Self>, code: Vec<u8>) {
         let scripts = Arc::clone(self);
         self.submit(Box::new(move |engine| {
             if let Err(error) = load_library(engine, &scripts, &code, true, false) {
@@ -927,10 +986,12 @@ fn load_library(
         state.functions.insert(function.name, function.function);
     }
     state.epoch = scripts.libraries_changed(&libraries);
-    drop(libraries);
+    // Noted under the libraries' lock, as every library change is: an echo
+    // of an older change must see it.
     if spread {
         scripts.share(FUNCTION_MODULE, &name, Some(code));
     }
+    drop(libraries);
     Ok(name)
 }
 
