@@ -944,14 +944,26 @@ impl Session {
                 return Flow::Wait;
             }
             if !crate::scripting::allowed_while_busy(spec, args) {
-                if self.multi.is_some() {
-                    self.multi_failed = true;
-                }
-                out.error(if eval {
+                let busy = if eval {
                     crate::scripting::BUSY_EVAL
                 } else {
                     crate::scripting::BUSY_FUNCTION
-                });
+                };
+                if self.multi.is_some() && spec.name == "exec" {
+                    // As Redis: the transaction is discarded (nothing of
+                    // it runs) and the connection leaves MULTI.
+                    self.multi = None;
+                    self.multi_failed = false;
+                    self.watched.clear();
+                    out.error(&format!(
+                        "EXECABORT Transaction discarded because of: {busy}"
+                    ));
+                    return Flow::Done;
+                }
+                if self.multi.is_some() {
+                    self.multi_failed = true;
+                }
+                out.error(busy);
                 return Flow::Done;
             }
         }
