@@ -825,6 +825,42 @@ def test_client_reply_skip_and_off_drop_a_scripts_reply(server, r):
     raw.close()
 
 
+def test_exec_during_a_busy_script_is_discarded(server, r):
+    """EXEC while a script has run past busy-reply-threshold: the whole
+    transaction is discarded with EXECABORT … BUSY, none of it runs, and
+    the connection is out of MULTI (Redis's unit/multi "just EXEC and
+    script timeout")."""
+    r.config_set("busy-reply-threshold", "100")
+    r.set("xx", 1)
+    runner, other = two_clients(server.redis_port)
+    raw = Conn(server.redis_port)
+    assert raw("MULTI") == b"+OK\r\n"
+    assert raw("INCR", "xx") == b"+QUEUED\r\n"
+    outcome: list = []
+
+    def spin() -> None:
+        try:
+            outcome.append(runner.eval(
+                "redis.log(redis.LOG_WARNING, 'exec-busy-spin started') while true do end", 0))
+        except redis.ResponseError as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    assert wait_for(lambda: "exec-busy-spin started" in server.log_text(), 10)
+    time.sleep(0.3)  # past busy-reply-threshold: EXEC is answered at once
+    assert raw("EXEC") == (b"-EXECABORT Transaction discarded because of: BUSY Redis is busy "
+                           b"running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n")
+    assert other.script_kill() is True
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert r.get("xx") == b"1", "the discarded transaction ran"
+    assert raw("PING", "asdf") == b"$4\r\nasdf\r\n", "still in MULTI"
+    for c in (runner, other):
+        c.close()
+    raw.close()
+
+
 def test_a_script_that_wrote_cannot_be_killed_and_functions_use_function_kill(server, r):
     r.config_set("busy-reply-threshold", "200")
     runner, other = two_clients(server.redis_port)
