@@ -631,6 +631,26 @@ def test_function_dump_and_restore(server, r):
 
 # ---- atomicity, BUSY and SCRIPT KILL --------------------------------------
 
+def spin_logged(server, client, name: str):
+    """Runs a never-ending script on `client` in a thread, and returns once
+    the script's own log line says it runs (every command waits while it
+    does, so nothing else can tell): the thread, and the list its EVAL's
+    outcome (a reply or an error) goes to."""
+    outcome: list = []
+
+    def spin() -> None:
+        try:
+            outcome.append(client.eval(
+                f"redis.log(redis.LOG_WARNING, '{name} started') while true do end", 0))
+        except redis.ResponseError as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    assert wait_for(lambda: f"{name} started" in server.log_text(), 10)
+    return thread, outcome
+
+
 def two_clients(port: int) -> list:
     """Two connections opened back to back: one per service thread."""
     clients = [redis.Redis(port=port, protocol=2, single_connection_client=True)
@@ -762,21 +782,7 @@ def test_client_reply_skip_holds_for_a_command_that_waited_for_a_script(server, 
     runner, other = two_clients(server.redis_port)
     raw = Conn(server.redis_port)
     raw.sock.sendall(cmd("CLIENT", "REPLY", "SKIP"))
-    outcome: list = []
-
-    def spin() -> None:
-        try:
-            outcome.append(runner.eval(
-                "redis.log(redis.LOG_WARNING, 'reply-skip-spin started') while true do end", 0))
-        except redis.ResponseError as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=spin)
-    thread.start()
-
-    # Every command waits while the script runs; the script's own log
-    # line says it has started.
-    assert wait_for(lambda: "reply-skip-spin started" in server.log_text(), 10)
+    thread, outcome = spin_logged(server, runner, "reply-skip-spin")
     # Sent while the script runs, under busy-reply-threshold: it waits,
     # then answers BUSY, which the skip drops.
     raw.sock.sendall(cmd("SET", "skip:k", "v"))
@@ -836,18 +842,7 @@ def test_exec_during_a_busy_script_is_discarded(server, r):
     raw = Conn(server.redis_port)
     assert raw("MULTI") == b"+OK\r\n"
     assert raw("INCR", "xx") == b"+QUEUED\r\n"
-    outcome: list = []
-
-    def spin() -> None:
-        try:
-            outcome.append(runner.eval(
-                "redis.log(redis.LOG_WARNING, 'exec-busy-spin started') while true do end", 0))
-        except redis.ResponseError as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=spin)
-    thread.start()
-    assert wait_for(lambda: "exec-busy-spin started" in server.log_text(), 10)
+    thread, outcome = spin_logged(server, runner, "exec-busy-spin")
     time.sleep(0.3)  # past busy-reply-threshold: EXEC is answered at once
     assert raw("EXEC") == (b"-EXECABORT Transaction discarded because of: BUSY Redis is busy "
                            b"running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n")
