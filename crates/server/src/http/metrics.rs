@@ -128,6 +128,7 @@ const NAMESPACE: &[Known] = &[
     known("dead_partitions", "dead_partitions", GAUGE, 1.0, "(SC) Partitions unavailable with every roster node present: no copy holds every acknowledged write; revive: then recluster: serves what is left (always 0 in AP)."),
     known("clock_skew_stop_writes", "clock_skew_stop_writes", GAUGE, 1.0, "1 while the cluster's clock skew is past the namespace's limit: writes answer 22."),
     known("unreplicated_records", "unreplicated_records", GAUGE, 1.0, "(SC) Records written here whose copies are not all acknowledged yet: copied again before they are next served."),
+    known("auto_revived_partitions", "auto_revived_partitions", GAUGE, 1.0, "(SC) Partitions whose untrusted copies auto-revive revived at this node's start."),
     known("migrate_tx_partitions_initial", "migrate_tx_partitions_initial", GAUGE, 1.0, "Partitions this node was to send at the last rebalance."),
     known("migrate_tx_partitions_remaining", "migrate_tx_partitions_remaining", GAUGE, 1.0, "Partitions this node still has to send."),
     known("migrate_rx_partitions_initial", "migrate_rx_partitions_initial", GAUGE, 1.0, "Partitions this node was to receive at the last rebalance."),
