@@ -247,9 +247,13 @@ class Attack:
             # Another cluster's principal, higher than ours.
             cw.pulse(HIGH_ID, "some-other-cluster", heartbeat=dead_end, cluster_key=0x1234,
                      succession=[HIGH_ID]),
-            # Our name, but another clustering protocol or other namespaces.
-            cw.pulse(HIGH_ID + 1, name, heartbeat=dead_end, protocol=2, cluster_key=0x1235,
+            # Our name, but another clustering protocol (a later one, and 1:
+            # the build before the exchange carried racks) or other
+            # namespaces.
+            cw.pulse(HIGH_ID + 1, name, heartbeat=dead_end, protocol=3, cluster_key=0x1235,
                      succession=[HIGH_ID + 1]),
+            cw.pulse(HIGH_ID + 4, name, heartbeat=dead_end, protocol=1, cluster_key=0x1238,
+                     succession=[HIGH_ID + 4]),
             cw.pulse(HIGH_ID + 2, name, heartbeat=dead_end, namespaces=[("test", 3)],
                      cluster_key=0x1236, succession=[HIGH_ID + 2]),
             cw.pulse(HIGH_ID + 3, name, heartbeat=dead_end, namespaces=[("test", 2), ("more", 2)],
@@ -423,5 +427,9 @@ def test_garbage_on_heartbeat_and_fabric_ports_is_dropped():
             sent = attack.counts.get(f"{port_name}_bad", 0)
             assert dropped >= sent, f"{port_name}_bad_frames rose by {dropped}, {sent} bad connections"
         logs = "".join(node.log_text() for node in cluster.nodes)
+        # A node of another clustering protocol is refused, and says why.
+        assert f"ignoring heartbeat from node {HIGH_ID + 4:x}" in logs
+        assert "clustering protocol 1 (ours 2)" in logs
+        assert "clustering protocol 3 (ours 2)" in logs
         assert "heartbeat connection dropped" in logs
         assert "fabric connection dropped" in logs

@@ -440,6 +440,21 @@ def pid_of(key):
     return (digest[0] | digest[1] << 8) & 0xFFF
 
 
+def kill_and_restart_nodes_0_and_1(c):
+    """kill -9 of nodes 0 and 1, then both started again and the cluster
+    formed: the partitions whose two copies were on them (about a third)
+    came back only with what their files kept. Returns those partitions."""
+    holders = partition_holders(c, range(3))
+    lost = {pid for pid in range(4096) if holders[pid] == {0, 1}}
+    assert 1000 < len(lost) < 1800, len(lost)
+    c.kill(0)
+    c.kill(1)
+    c.start(0)
+    c.start(1)
+    c.wait_formed()
+    return lost
+
+
 def test_every_copy_lost_uncleanly_is_dead_until_revived():
     """Without commit-to-device, a kill -9 may lose what a node acknowledged:
     its copies come back untrusted. A clean stop (SIGTERM) loses nothing and
@@ -472,14 +487,7 @@ def test_every_copy_lost_uncleanly_is_dead_until_revived():
         c.wait_stable()
 
         # kill -9 of both holders of a third of the partitions.
-        holders = partition_holders(c, range(3))
-        lost = {pid for pid in range(4096) if holders[pid] == {0, 1}}
-        assert 1000 < len(lost) < 1800, len(lost)
-        c.kill(0)
-        c.kill(1)
-        c.start(0)
-        c.start(1)
-        c.wait_formed()
+        lost = kill_and_restart_nodes_0_and_1(c)
         wait_for(lambda: all(c.ns_stats(i)["dead_partitions"] == str(len(lost)) for i in range(3)),
                  f"{len(lost)} dead partitions on every node")
         for i in range(3):
@@ -531,14 +539,7 @@ def test_auto_revive_serves_copies_lost_uncleanly_without_an_operator():
         for i, key in enumerate(keys):
             put_settled(client, key, {"v": i})
         c.wait_stable()
-        holders = partition_holders(c, range(3))
-        lost = {pid for pid in range(4096) if holders[pid] == {0, 1}}
-        assert 1000 < len(lost) < 1800, len(lost)
-        c.kill(0)
-        c.kill(1)
-        c.start(0)
-        c.start(1)
-        c.wait_formed()
+        lost = kill_and_restart_nodes_0_and_1(c)
         wait_for(lambda: all(c.ns_stats(i)["unavailable_partitions"] == "0" for i in range(3)),
                  "every partition available without revive:")
         for i in range(3):
