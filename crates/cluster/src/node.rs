@@ -664,6 +664,13 @@ impl ClusterNode {
                         &mut effects,
                     );
                 }
+                // A node taking a partition over claims it at once: the
+                // node that handed it over drops its claim only once the
+                // acknowledgement reaches it (and at its next tick): the
+                // two claims overlap instead of leaving a gap between them.
+                // (A client that reads the two nodes' maps on either side
+                // of the handoff can still miss both until its next tend.)
+                self.urgent |= effects.claims_changed;
             }
             DataEvent::EmigrationDone {
                 namespace,
@@ -680,6 +687,9 @@ impl ClusterNode {
             }
         }
         self.apply_effects(effects);
+        if self.urgent {
+            self.publish_if_dirty();
+        }
     }
 
     /// Sets a cluster-wide metadata item here and sends it to every member.
