@@ -193,6 +193,16 @@ impl Membership {
         self.succession.first().copied()
     }
 
+    /// No proposal in flight, and every member of the committed cluster
+    /// still heard from: no membership change is under way here.
+    pub fn quiet(&self, now_ms: u64) -> bool {
+        self.proposal.is_none()
+            && self
+                .succession
+                .iter()
+                .all(|&node| self.is_alive(node, now_ms))
+    }
+
     /// Alive and compatible peers.
     pub fn alive(&self, now_ms: u64) -> impl Iterator<Item = (&NodeId, &Peer)> {
         let expiry = self.timing.expiry;

@@ -1477,6 +1477,12 @@ impl ClusterNode {
     }
 
     /// The figures `statistics` and the cluster info commands report.
+    /// No membership change under way on this node (see
+    /// [`Membership::quiet`]).
+    pub fn membership_quiet(&self, now_ms: u64) -> bool {
+        self.membership.quiet(now_ms)
+    }
+
     pub fn status(&self, now_ms: u64) -> Status {
         let me = self.me();
         let membership = &self.membership;

@@ -1,5 +1,5 @@
 //! `bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N]
-//! [--sc] [--racks] [--verbose]`: runs one seed (printing its trace with --verbose) or a
+//! [--sc] [--racks] [--roster-changes] [--verbose]`: runs one seed (printing its trace with --verbose) or a
 //! range of seeds, and exits non-zero at the first failure, printing the
 //! command that replays it.
 
@@ -13,12 +13,14 @@ fn main() -> ExitCode {
     let mut verbose = false;
     let mut sc = false;
     let mut racks = false;
+    let mut roster_changes = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--verbose" | "-v" => verbose = true,
             "--sc" => sc = true,
             "--racks" => racks = true,
+            "--roster-changes" => roster_changes = true,
             "--seeds" => match args.next().and_then(|range| parse_range(&range)) {
                 Some(range) => seeds = range,
                 None => return usage("--seeds needs FIRST..LAST"),
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
             verbose,
             sc,
             racks,
+            roster_changes,
         };
         match run(&options) {
             Ok(outcome) => {
@@ -69,7 +72,12 @@ fn main() -> ExitCode {
                 println!("{failure}");
                 let sc = if sc { " --sc" } else { "" };
                 let racks = if racks { " --racks" } else { "" };
-                println!("replay: cargo run --release -p bolide-sim -- {seed} --faults {faults}{sc}{racks} --verbose");
+                let roster = if roster_changes {
+                    " --roster-changes"
+                } else {
+                    ""
+                };
+                println!("replay: cargo run --release -p bolide-sim -- {seed} --faults {faults}{sc}{racks}{roster} --verbose");
                 return ExitCode::FAILURE;
             }
         }
@@ -93,7 +101,7 @@ fn parse_range(range: &str) -> Option<std::ops::Range<u64>> {
 
 fn usage(problem: &str) -> ExitCode {
     eprintln!(
-        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N] [--sc] [--racks] [--verbose]"
+        "bolide-sim: {problem}\nusage: bolide-sim [SEED | FIRST..LAST | --seeds FIRST..LAST] [--faults N] [--sc] [--racks] [--roster-changes] [--verbose]"
     );
     ExitCode::from(2)
 }

@@ -36,6 +36,12 @@ pub struct Options {
     /// says so); every settled map must hold each partition's copies on
     /// both racks whenever both have a member.
     pub racks: bool,
+    /// (SC) A quarter of the faults are roster changes instead: the
+    /// roster becomes the live nodes (taking in nodes that joined), or
+    /// the live nodes but one (which stays in the cluster, out of the
+    /// roster), staged on one node (`roster-set`) and put in force by
+    /// `recluster:`, under load. Off, the seeds replay as before.
+    pub roster_changes: bool,
 }
 
 /// A run that passed every check.
@@ -740,6 +746,10 @@ impl World {
 
     /// One fault, held for a while under load, then healed.
     fn fault(&mut self) {
+        if self.options.sc && self.options.roster_changes && self.rng.random_bool(0.25) {
+            self.change_roster();
+            return;
+        }
         let up: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].up)
             .collect();
@@ -928,6 +938,64 @@ impl World {
             self.nodes[index].cluster.recluster(now);
             self.drain_actions(index);
         }
+    }
+
+    /// (SC) `roster-set` on one node, then `recluster:` on every node, as
+    /// an operator does: the roster becomes the live nodes, or the live
+    /// nodes but one. Whatever the change, no acknowledged write may be
+    /// lost and every history must stay linearizable; once the new roster
+    /// is whole in the cluster, every partition must be available.
+    fn change_roster(&mut self) {
+        const REPLICATION_FACTOR: usize = 2;
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .collect();
+        let mut chosen = live.clone();
+        let unchanged = {
+            let roster: BTreeSet<NodeId> = self.roster.nodes().into_iter().collect();
+            roster == live.iter().map(|&i| self.nodes[i].id).collect()
+        };
+        // The live nodes but one half of the time, and whenever the live
+        // nodes are the roster already (when RF allows).
+        if chosen.len() > REPLICATION_FACTOR && (unchanged || self.rng.random_bool(0.5)) {
+            let out = self.rng.random_range(0..chosen.len());
+            chosen.remove(out);
+        }
+        let entries: Vec<String> = chosen
+            .iter()
+            .map(|&i| match self.rack_of(i) {
+                0 => format!("{:X}", node_id(i)),
+                rack => format!("{:X}@{rack}", node_id(i)),
+            })
+            .collect();
+        let roster = Roster::parse(&entries.join(",")).expect("roster of node ids");
+        let at = live[self.rng.random_range(0..live.len())];
+        let label = format!("roster-set on node {at} to nodes {chosen:?}, then recluster");
+        self.faults.push(label.clone());
+        self.log(format!("FAULT {label}"));
+        let clock =
+            (WALL_CLOCK_START_MS + self.now).saturating_add_signed(self.nodes[at].clock_offset_ms);
+        self.nodes[at].cluster.set_metadata(
+            bolide_cluster::node::ROSTER_MODULE,
+            "test",
+            &roster.to_string(),
+            false,
+            clock,
+        );
+        self.drain_actions(at);
+        // The staged roster reaches the other nodes; `recluster:` on each.
+        let hold: u64 = self.rng.random_range(100..1000);
+        self.run_for(hold);
+        self.roster = roster;
+        let now = self.now;
+        let up: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].up)
+            .collect();
+        for index in up {
+            self.nodes[index].cluster.recluster(now);
+            self.drain_actions(index);
+        }
+        self.run_for(hold);
     }
 
     /// Live nodes holding a complete copy of `pid`: its working master
@@ -1172,6 +1240,12 @@ impl World {
             }
             let in_map: BTreeSet<NodeId> = routing.members.iter().copied().collect();
             if in_map != members {
+                return false;
+            }
+            // A node resumed after a pause as long as the heartbeat
+            // timeout looks settled until the principal's eviction of it
+            // (already proposed) commits.
+            if !node.cluster.membership_quiet(self.now) {
                 return false;
             }
             let status = node.cluster.status(self.now);
