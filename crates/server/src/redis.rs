@@ -121,6 +121,8 @@ impl Records for Backend<'_> {
         let routing = self.context.routing.load();
         let cluster = Cluster {
             runner: Some(&self.context.runner),
+            // Session reads: a write that changes nothing answers at once.
+            confirm_unapplied: false,
             ..Cluster::new(&routing, &self.context.gates)
         };
         match bolide_transaction::execute_request(

@@ -234,6 +234,16 @@ impl World {
             OpKind::Put(value) => Some(*value),
             OpKind::Delete => {
                 if old.is_none_or(|rec| rec.value.is_none()) {
+                    // (SC) A delete of nothing answers what this node
+                    // holds: the regime is confirmed first, as the server
+                    // does.
+                    if let Some(from) = datapath::confirm_unapplied(&routing, &route, 0, resolved) {
+                        return need(Need::Resolve {
+                            namespace: 0,
+                            digest: digest_of(key),
+                            from,
+                        });
+                    }
                     return answered(OpResult::NotFound);
                 }
                 None

@@ -222,3 +222,22 @@ fn strong_consistency_survives_roster_changes() {
         "no roster change in {count} seeds: the fault never ran"
     );
 }
+
+/// Seed 220 (`bolide-sim 220 --faults 3 --sc --roster-changes`): a node
+/// SIGSTOPped for 4.7 s, master of a partition when it stopped, answered
+/// a delete NotFound from its own copy 4 ms after it resumed, though the
+/// cluster had moved on and written the record meanwhile: a stale read.
+/// A write that changes nothing now confirms the regime with the other
+/// holders first, as a linearize read does.
+#[test]
+fn a_delete_of_nothing_confirms_the_regime_first() {
+    run(&Options {
+        seed: 220,
+        faults: 3,
+        verbose: false,
+        sc: true,
+        racks: false,
+        roster_changes: true,
+    })
+    .unwrap_or_else(|failure| panic!("seed 220: {failure}"));
+}

@@ -30,6 +30,11 @@ pub struct Cluster<'a> {
     pub resolved: bool,
     /// Runs batch rows that need other nodes (None: they answer 11).
     pub runner: Option<&'a Arc<dyn crate::RemoteRunner>>,
+    /// (SC) A write that changes nothing confirms the regime with the
+    /// other holders before it answers, as a linearize read does
+    /// ([`bolide_cluster::datapath::confirm_unapplied`]). The Redis front
+    /// end, whose reads are session reads, answers it at once.
+    pub confirm_unapplied: bool,
 }
 
 impl<'a> Cluster<'a> {
@@ -40,6 +45,7 @@ impl<'a> Cluster<'a> {
             from_proxy: false,
             resolved: false,
             runner: None,
+            confirm_unapplied: true,
         }
     }
 

@@ -509,6 +509,21 @@ fn route<R: Reply + ?Sized>(
             write::execute(namespace, &digest, record, filter, reply, scratch)
         };
         scratch.capture = false;
+        // (SC) A write that changed nothing answers what this node holds:
+        // the regime is confirmed with the other holders first, then it
+        // runs again (whatever this run began answering is dropped).
+        if sc && cluster.confirm_unapplied && (result.is_err() || scratch.copy.is_none()) {
+            if let Some(from) =
+                datapath::confirm_unapplied(cluster.routing, &route, index, cluster.resolved)
+            {
+                drop(reply.detach());
+                return remote(Need::Resolve {
+                    namespace: index,
+                    digest: digest.0,
+                    from,
+                });
+            }
+        }
         result?;
         let Some(copy) = scratch.copy.take() else {
             return Ok(None);

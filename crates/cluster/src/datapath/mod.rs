@@ -485,6 +485,34 @@ pub fn resolve_from(
     members_of(routing, mask)
 }
 
+/// (SC) Whom a write that left its record as it was (refused, or a
+/// delete of nothing) first asks, before answering: every other holder of
+/// the partition, as for a linearize read. Such an answer tells the client
+/// what the master holds, as a read does, so the master first confirms
+/// that the regime is still its own (a master paused or cut off while the
+/// cluster moved on must not answer from the copy it was left with), and
+/// takes in any newer copy; then the write runs again and answers. None:
+/// answer now (AP, already confirmed, or no other holder).
+pub fn confirm_unapplied(
+    routing: &Routing,
+    route: &Route,
+    namespace: usize,
+    resolved: bool,
+) -> Option<Vec<NodeId>> {
+    let sc = routing
+        .namespaces
+        .get(namespace)
+        .is_some_and(|ns| ns.strong_consistency);
+    if !sc || resolved || route.destination_count == 0 {
+        return None;
+    }
+    let mut mask = route.duplicates;
+    for &member in route.destinations() {
+        mask |= 1u64 << member;
+    }
+    Some(members_of(routing, mask))
+}
+
 /// The node ids of a members mask in `routing`.
 pub fn members_of(routing: &Routing, mask: u64) -> Vec<NodeId> {
     (0..64u8)

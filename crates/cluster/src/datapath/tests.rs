@@ -940,6 +940,28 @@ fn decide_follows_the_route() {
     assert_eq!(gate.inflight.load(SeqCst), 0);
 }
 
+/// (SC) A write that changed nothing first confirms the regime with
+/// every other holder (and the copies not merged yet), once; AP answers at
+/// once, and so does a partition with no other holder.
+#[test]
+fn an_unapplied_sc_write_confirms_with_every_other_holder_once() {
+    let ap = routing(KEY, &[A, B, C], master_route(&[1]));
+    let route = Route {
+        duplicates: 0b100,
+        ..master_route(&[1])
+    };
+    assert_eq!(confirm_unapplied(&ap, &route, 0, false), None);
+    let mut sc = ap.clone();
+    sc.namespaces[0].strong_consistency = true;
+    assert_eq!(confirm_unapplied(&sc, &route, 0, false), Some(vec![B, C]));
+    assert_eq!(
+        confirm_unapplied(&sc, &master_route(&[2]), 0, false),
+        Some(vec![C])
+    );
+    assert_eq!(confirm_unapplied(&sc, &route, 0, true), None);
+    assert_eq!(confirm_unapplied(&sc, &master_route(&[]), 0, false), None);
+}
+
 // ---------------------------------------------------------------------
 // Receiving
 // ---------------------------------------------------------------------

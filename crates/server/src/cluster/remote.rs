@@ -104,6 +104,7 @@ fn run_here(
         from_proxy,
         resolved,
         runner: None,
+        confirm_unapplied: true,
     };
     let mut out = Vec::new();
     let mut scratch = Scratch::default();
