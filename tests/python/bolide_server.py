@@ -68,7 +68,11 @@ def free_ports(n: int) -> list[int]:
         if len(ports) == n:
             break
         p = _PORT_PICKER.randint(low, high)
-        if 3000 <= p <= 3003 or p in ports:
+        # Never the same port twice in one test process: a port handed out
+        # earlier may not be bound yet (a cluster's later nodes, a TLS
+        # port picked before its server's own) or may be between a node's
+        # kill and its restart.
+        if 3000 <= p <= 3003 or p in ports or p in _HANDED_OUT:
             continue
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -80,10 +84,12 @@ def free_ports(n: int) -> list[int]:
         ports.append(p)
     if len(ports) < n:
         raise RuntimeError("could not find free ports")
+    _HANDED_OUT.update(ports)
     return ports
 
 
 _PORT_PICKER = random.Random(os.getpid() ^ time.time_ns())
+_HANDED_OUT: set[int] = set()
 
 
 def with_redis_port(config_text: str, port: int) -> str:

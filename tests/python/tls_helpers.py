@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from bolide_server import REPO_ROOT, BolideServer, free_ports
+from bolide_server import REPO_ROOT, BolideServer, free_ports, wait_for_port
 
 NODE_NAME = "bolide-node"
 
@@ -99,6 +99,9 @@ def tls_server(pki: Path, **kwargs) -> tuple[BolideServer, int]:
     (tls_port,) = free_ports(1)
     server = BolideServer(config_text=tls_config(pki, tls_port, **kwargs))
     server.start()
+    # start() returns once the plain port accepts; the TLS listener may
+    # come up a moment later.
+    wait_for_port(tls_port)
     return server, tls_port
 
 
