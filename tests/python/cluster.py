@@ -283,7 +283,13 @@ class LocalCluster:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> "LocalCluster":
-        return self.start_all()
+        try:
+            return self.start_all()
+        except BaseException:
+            # __exit__ does not run when __enter__ raises: stop the nodes
+            # that did start, or they outlive the test.
+            self.close()
+            raise
 
     def __exit__(self, *exc) -> None:
         self.close()
