@@ -1270,16 +1270,7 @@ impl Security {
         then: impl FnOnce(&Session, &Access) -> Result<R, Refusal>,
     ) -> Result<R, Refusal> {
         let Some(session) = session else {
-            self.counters.not_authenticated.fetch_add(1, Relaxed);
-            self.violation(
-                "",
-                None,
-                action,
-                namespace,
-                set,
-                ResultCode::NotAuthenticated,
-            );
-            return Err(Refusal::new(ResultCode::NotAuthenticated));
+            return Err(self.not_authenticated("", None, action, namespace, set));
         };
         let checked = self.with_access(session, |access| {
             match access.grants.check(needs, namespace, set) {
@@ -1302,17 +1293,36 @@ impl Security {
             }
         });
         checked.unwrap_or_else(|| {
-            self.counters.not_authenticated.fetch_add(1, Relaxed);
-            self.violation(
+            Err(self.not_authenticated(
                 session.user(),
                 Some(session.client),
                 action,
                 namespace,
                 set,
-                ResultCode::NotAuthenticated,
-            );
-            Err(Refusal::new(ResultCode::NotAuthenticated))
+            ))
         })
+    }
+
+    /// Counts and reports a request refused because nobody (or a user
+    /// since dropped) is logged in.
+    fn not_authenticated(
+        &self,
+        user: &str,
+        client: Option<SocketAddr>,
+        action: &str,
+        namespace: &str,
+        set: &str,
+    ) -> Refusal {
+        self.counters.not_authenticated.fetch_add(1, Relaxed);
+        self.violation(
+            user,
+            client,
+            action,
+            namespace,
+            set,
+            ResultCode::NotAuthenticated,
+        );
+        Refusal::new(ResultCode::NotAuthenticated)
     }
 
     fn violation(
