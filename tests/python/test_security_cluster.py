@@ -12,7 +12,7 @@ import aerospike
 import pytest
 
 from cluster import LocalCluster
-from security_helpers import ADMIN_HASH, login, raw_info, wait_until
+from security_helpers import ADMIN_HASH, admin_message, login, raw_info, read_frame, wait_until
 
 # Users here get the password "admin", whose client hash the tests know
 # (bcrypt with the clients' fixed salt): a raw LOGIN can then send it.
@@ -81,6 +81,48 @@ def test_a_user_created_on_one_node_logs_in_on_every_node_and_on_a_later_joiner(
         admin.admin_drop_user("zoe")
         assert wait_until(lambda: all(login_code(cluster, i, "zoe") == 60 for i in (0, 1, 2)),
                           timeout=10), [login_code(cluster, i, "zoe") for i in (0, 1, 2)]
+
+
+CREATE_USER, CREATE_ROLE = 1, 10
+FIELD_USER, FIELD_PASSWORD, FIELD_ROLES, FIELD_ROLE, FIELD_PRIVILEGES = 0, 1, 10, 11, 12
+
+
+def admin_result(s: socket.socket, command: int, fields) -> int:
+    s.sendall(admin_message(command, fields))
+    _, _, body = read_frame(s)
+    return body[1]
+
+
+@pytest.mark.time_limit(240)
+def test_an_admin_change_is_in_force_on_every_node_when_it_answers():
+    """A client sends each admin command to any node: a role created
+    through node 0 must be known to node 1 as soon as node 0 answers, so
+    that a user created with it through node 1 the next moment is not
+    refused with 70 (invalid role)."""
+    with SecuredCluster(2) as cluster:
+        cluster.start_all()
+        cluster.wait_formed()
+        sockets = []
+        for node in cluster.nodes:
+            s = socket.create_connection((node.host, node.port), timeout=5)
+            sockets.append(s)
+            assert login(s, b"admin", ADMIN_HASH)[0] == 0
+        try:
+            for i in range(20):
+                role = f"role{i}".encode()
+                # read-write on namespace test, no set.
+                privileges = bytes([1, 11, 4]) + b"test" + bytes([0])
+                assert admin_result(sockets[i % 2], CREATE_ROLE,
+                                    [(FIELD_ROLE, role), (FIELD_PRIVILEGES, privileges)]) == 0, i
+                roles = bytes([1, len(role)]) + role
+                code = admin_result(sockets[(i + 1) % 2], CREATE_USER,
+                                    [(FIELD_USER, f"user{i}".encode()),
+                                     (FIELD_PASSWORD, ADMIN_HASH), (FIELD_ROLES, roles)])
+                assert code == 0, (i, code)
+                assert login_code(cluster, i % 2, f"user{i}") == 0, i
+        finally:
+            for s in sockets:
+                s.close()
 
 
 @pytest.mark.time_limit(240)

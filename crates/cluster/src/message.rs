@@ -151,6 +151,14 @@ pub enum Message {
         /// item just set). A node that lost its strong-consistency state
         /// takes the roster in force from it.
         sync: bool,
+        /// Non-zero: the sender waits for a [`Message::MetadataAck`] with
+        /// it once the items are applied (an admin command answers only
+        /// when every member has its change).
+        ticket: u64,
+    },
+    /// The items of the `Metadata` message with `ticket` are applied here.
+    MetadataAck {
+        ticket: u64,
     },
 }
 
@@ -173,6 +181,7 @@ mod kind {
     pub const ALL_DONE: u8 = 9;
     pub const ALL_DONE_ACK: u8 = 10;
     pub const METADATA: u8 = 11;
+    pub const METADATA_ACK: u8 = 12;
 }
 
 impl Envelope {
@@ -190,6 +199,7 @@ impl Envelope {
             Message::AllDone { .. } => kind::ALL_DONE,
             Message::AllDoneAck { .. } => kind::ALL_DONE_ACK,
             Message::Metadata { .. } => kind::METADATA,
+            Message::MetadataAck { .. } => kind::METADATA_ACK,
         };
         codec::write_frame(out, kind, |w| {
             w.u64(self.from);
@@ -256,7 +266,9 @@ impl Envelope {
             kind::METADATA => Message::Metadata {
                 items: r.list(16, crate::metadata::Item::read)?,
                 sync: r.bool()?,
+                ticket: r.u64()?,
             },
+            kind::METADATA_ACK => Message::MetadataAck { ticket: r.u64()? },
             other => return Err(CodecError::UnknownKind(other)),
         };
         r.finish()?;
@@ -312,10 +324,16 @@ fn encode_message(w: &mut Writer<'_>, message: &Message) {
             w.str(namespace);
             w.u16(*pid);
         }
-        Message::Metadata { items, sync } => {
+        Message::Metadata {
+            items,
+            sync,
+            ticket,
+        } => {
             w.list(items, |w, item| item.write(w));
             w.bool(*sync);
+            w.u64(*ticket);
         }
+        Message::MetadataAck { ticket } => w.u64(*ticket),
     }
 }
 
@@ -629,7 +647,9 @@ mod tests {
                     deleted: false,
                 }],
                 sync: true,
+                ticket: 7,
             },
+            Message::MetadataAck { ticket: 7 },
         ];
         messages
             .into_iter()

@@ -154,6 +154,11 @@ pub enum Action {
     },
     /// A cluster-wide metadata item changed: apply (and persist) it.
     Metadata(Item),
+    /// Every member has applied the item of [`ClusterNode::share_metadata`]
+    /// that returned this ticket (or left, or did not answer within
+    /// [`SHARE_WAIT_MS`]; the item then reaches it at the next cluster
+    /// change).
+    Shared(u64),
     /// (SC) a namespace's active roster, regime, partition versions or
     /// witnesses changed: persist them before anything else (a regime must
     /// never go down, even across restarts; a map must not be used before
@@ -312,6 +317,21 @@ pub struct ClusterNode {
     rebalance_generation: u64,
     last_rebalance_ms: u64,
     seeds_connected: bool,
+    /// Metadata items set here whose members' acknowledgements are awaited.
+    shares: Vec<Share>,
+    next_ticket: u64,
+}
+
+/// How long [`ClusterNode::share_metadata`] waits for the members'
+/// acknowledgements.
+pub const SHARE_WAIT_MS: u64 = 1_000;
+
+/// A shared metadata item waiting for its acknowledgements.
+#[derive(Clone)]
+struct Share {
+    ticket: u64,
+    waiting: Vec<NodeId>,
+    deadline_ms: u64,
 }
 
 impl ClusterNode {
@@ -372,6 +392,8 @@ impl ClusterNode {
             plan_key: 0,
             plan_fabric: vec![config.fabric.clone()],
             metadata: Metadata::new(metadata),
+            shares: Vec::new(),
+            next_ticket: 0,
             rack_ids: config.namespaces.iter().map(|ns| ns.rack_id).collect(),
             plan_racks: Vec::new(),
             plan_racks_sent: Vec::new(),
@@ -441,6 +463,8 @@ impl ClusterNode {
             plan_key: self.plan_key,
             plan_fabric: self.plan_fabric.clone(),
             metadata: self.metadata.clone(),
+            shares: self.shares.clone(),
+            next_ticket: self.next_ticket,
             sc: self.sc.clone(),
             rack_ids: self.rack_ids.clone(),
             plan_racks: self.plan_racks.clone(),
@@ -534,7 +558,34 @@ impl ClusterNode {
         self.skew.tick(now_ms, clock_ms);
         self.check_clock_skew(now_ms);
         self.save_changed_lineage();
+        self.settle_shares(now_ms);
         self.publish_if_dirty();
+    }
+
+    /// Completes the shares every member has acknowledged, whose members
+    /// left, or whose wait is over.
+    fn settle_shares(&mut self, now_ms: u64) {
+        let succession = &self.membership.succession;
+        let mut done = Vec::new();
+        self.shares.retain_mut(|share| {
+            share.waiting.retain(|node| succession.contains(node));
+            let settled = share.waiting.is_empty() || now_ms >= share.deadline_ms;
+            if settled {
+                done.push((share.ticket, share.waiting.len()));
+            }
+            !settled
+        });
+        for (ticket, missing) in done {
+            if missing > 0 {
+                self.log(
+                    Level::Warn,
+                    format!(
+                        "metadata change {ticket} not acknowledged by {missing} member(s) within {SHARE_WAIT_MS} ms; they get it at the next cluster change"
+                    ),
+                );
+            }
+            self.actions.push(Action::Shared(ticket));
+        }
     }
 
     /// Takes a message from another node.
@@ -605,7 +656,13 @@ impl ClusterNode {
                     ns.all_done_ack(usize::from(pid), member);
                 }
             }
-            Message::Metadata { items, .. } => {
+            Message::MetadataAck { ticket } => {
+                if let Some(share) = self.shares.iter_mut().find(|share| share.ticket == ticket) {
+                    share.waiting.retain(|&node| node != from);
+                }
+                self.settle_shares(now_ms);
+            }
+            Message::Metadata { items, ticket, .. } => {
                 // Items come from the members of this node's cluster: from
                 // anyone else (a node of another cluster, a forged sender)
                 // they could truncate or redefine this node's data. A
@@ -619,6 +676,10 @@ impl ClusterNode {
                     if self.metadata.merge(item.clone()) {
                         self.actions.push(Action::Metadata(item));
                     }
+                }
+                if ticket != 0 {
+                    // After the items' actions: applied before acknowledged.
+                    self.send(from, Message::MetadataAck { ticket });
                 }
             }
             message => {
@@ -701,19 +762,64 @@ impl ClusterNode {
         deleted: bool,
         clock_ms: u64,
     ) {
+        self.spread_metadata(module, key, value, deleted, clock_ms, 0);
+    }
+
+    /// [`ClusterNode::set_metadata`], and [`Action::Shared`] with the
+    /// returned ticket once every member has applied the item (or left, or
+    /// [`SHARE_WAIT_MS`] passed).
+    pub fn share_metadata(
+        &mut self,
+        module: &str,
+        key: &str,
+        value: &str,
+        deleted: bool,
+        clock_ms: u64,
+        now_ms: u64,
+    ) -> u64 {
+        self.next_ticket += 1;
+        let ticket = self.next_ticket;
+        let waiting = self.spread_metadata(module, key, value, deleted, clock_ms, ticket);
+        self.shares.push(Share {
+            ticket,
+            waiting,
+            deadline_ms: now_ms + SHARE_WAIT_MS,
+        });
+        self.settle_shares(now_ms);
+        ticket
+    }
+
+    /// Sets an item and sends it to every other member; returns them.
+    fn spread_metadata(
+        &mut self,
+        module: &str,
+        key: &str,
+        value: &str,
+        deleted: bool,
+        clock_ms: u64,
+        ticket: u64,
+    ) -> Vec<NodeId> {
         let item = self.metadata.set(module, key, value, deleted, clock_ms);
         self.actions.push(Action::Metadata(item.clone()));
-        for member in self.membership.succession.clone() {
-            if member != self.node() {
-                self.send(
-                    member,
-                    Message::Metadata {
-                        items: vec![item.clone()],
-                        sync: false,
-                    },
-                );
-            }
+        let me = self.node();
+        let others: Vec<NodeId> = self
+            .membership
+            .succession
+            .iter()
+            .copied()
+            .filter(|&member| member != me)
+            .collect();
+        for &member in &others {
+            self.send(
+                member,
+                Message::Metadata {
+                    items: vec![item.clone()],
+                    sync: false,
+                    ticket,
+                },
+            );
         }
+        others
     }
 
     /// (At an exchange's commit) an SC namespace takes the next regime and
@@ -1303,6 +1409,7 @@ impl ClusterNode {
                     Message::Metadata {
                         items: items.clone(),
                         sync: true,
+                        ticket: 0,
                     },
                 );
             }

@@ -96,6 +96,10 @@ pub struct Harness {
     /// Metadata applied and partitions dropped, once formed.
     changes: Vec<String>,
     formed: bool,
+    /// (node index, ticket) of every [`Action::Shared`], in order.
+    pub shared: Vec<(usize, u64)>,
+    /// Lose every metadata acknowledgement (a member that does not answer).
+    pub lose_metadata_acks: bool,
 }
 
 impl Harness {
@@ -155,6 +159,8 @@ impl Harness {
             print_log: std::env::var_os("BOLIDE_FUZZ_LOG").is_some(),
             changes: Vec::new(),
             formed: false,
+            shared: Vec::new(),
+            lose_metadata_acks: false,
         }
     }
 
@@ -199,6 +205,8 @@ impl Harness {
             print_log: self.print_log,
             changes: Vec::new(),
             formed: self.formed,
+            shared: Vec::new(),
+            lose_metadata_acks: false,
         }
     }
 
@@ -385,6 +393,7 @@ impl Harness {
                     }
                 }
                 Action::SaveSc { .. } => {}
+                Action::Shared(ticket) => self.shared.push((index, ticket)),
                 Action::Log(_, line) => {
                     if self.print_log {
                         eprintln!("{:>6} ms {:X}: {line}", self.now_ms, self.nodes[index].id);
@@ -395,7 +404,13 @@ impl Harness {
     }
 
     fn send(&mut self, targets: Vec<usize>, envelope: &Envelope) {
-        if targets.is_empty() {
+        if targets.is_empty()
+            || (self.lose_metadata_acks
+                && matches!(
+                    envelope.message,
+                    bolide_cluster::Message::MetadataAck { .. }
+                ))
+        {
             return;
         }
         let mut frame = Vec::new();

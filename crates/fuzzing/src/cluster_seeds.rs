@@ -214,6 +214,7 @@ pub fn forged_seeds() -> Vec<Vec<u8>> {
                 deleted: false,
             }],
             sync: true,
+            ticket: 0,
         },
     };
     let all_done = Envelope {

@@ -25,6 +25,7 @@ fn truncation(from: NodeId) -> Envelope {
                 deleted: false,
             }],
             sync: false,
+            ticket: 0,
         },
     }
 }
@@ -270,4 +271,63 @@ fn a_fork_continues_as_the_original_does() {
     assert_eq!(original.snapshot(), fork.snapshot());
     assert!(original.settled());
     assert_ne!(original.snapshot(), Harness::formed().snapshot());
+}
+
+/// On how many nodes the item with `key` was applied since forming.
+fn applied_everywhere(harness: &Harness, key: &str) -> usize {
+    harness
+        .changes_since_formed()
+        .iter()
+        .filter(|change| change.contains("applied metadata") && change.contains(key))
+        .count()
+}
+
+#[test]
+fn a_shared_item_is_settled_once_every_member_has_applied_it() {
+    let mut harness = Harness::formed();
+    let now = harness.now_ms;
+    let ticket = harness.nodes[0]
+        .machine
+        .share_metadata("security", "user|zoe", "{}", false, 1_000, now);
+    assert_ne!(ticket, 0);
+    assert!(
+        harness.shared.is_empty(),
+        "settled before any member answered"
+    );
+    harness.step();
+    // Applied on the three nodes, then settled on the node that set it.
+    assert_eq!(applied_everywhere(&harness, "user|zoe"), 3);
+    assert_eq!(harness.shared, vec![(0, ticket)]);
+    // A plain set_metadata waits for nobody.
+    harness.nodes[1]
+        .machine
+        .set_metadata("security", "user|yuri", "{}", false, 1_001);
+    settle(&mut harness, 5);
+    assert_eq!(applied_everywhere(&harness, "user|yuri"), 3);
+    assert_eq!(harness.shared, vec![(0, ticket)]);
+}
+
+#[test]
+fn a_shared_item_no_member_acknowledges_is_settled_at_its_deadline() {
+    let mut harness = Harness::formed();
+    harness.lose_metadata_acks = true;
+    let start = harness.now_ms;
+    let ticket = harness.nodes[0].machine.share_metadata(
+        "security",
+        "role|writer",
+        "{}",
+        false,
+        1_000,
+        start,
+    );
+    let deadline = start + bolide_cluster::node::SHARE_WAIT_MS;
+    while harness.shared.is_empty() {
+        assert!(harness.now_ms <= deadline, "not settled at its deadline");
+        harness.step();
+    }
+    assert!(harness.now_ms >= deadline, "settled before its deadline");
+    assert_eq!(harness.shared, vec![(0, ticket)]);
+    assert_eq!(applied_everywhere(&harness, "role|writer"), 3);
+    // Every member still there: the deadline settled it, nobody left.
+    assert_eq!(harness.nodes[0].machine.succession().len(), 3);
 }

@@ -21,20 +21,26 @@ use std::sync::Arc;
 /// The cluster metadata module users, roles and the session key travel in.
 pub const METADATA_MODULE: &str = "security";
 
+/// Spreads changed entries to the rest of the cluster, returning once
+/// every member has them.
+pub type Share = Box<dyn Fn(&[Entry]) + Send + Sync>;
+
 /// A secured node's access control, as its connections use it.
 pub struct Secured {
     pub security: Arc<Security>,
-    /// Spreads changed entries to the rest of the cluster.
-    share: Box<dyn Fn(&Entry) + Send + Sync>,
+    share: Share,
 }
 
 impl Secured {
-    pub fn new(security: Arc<Security>, share: Box<dyn Fn(&Entry) + Send + Sync>) -> Secured {
+    pub fn new(security: Arc<Security>, share: Share) -> Secured {
         Secured { security, share }
     }
 
     /// Answers one admin message body from `client` into `out`, updating
-    /// the connection's `session`; shares what the command changed.
+    /// the connection's `session`; shares what the command changed, and
+    /// returns once every member of the cluster has it (a client sends its
+    /// next admin command to any node: a user created right after its
+    /// role must find the role there).
     /// `certificate_user` is the user the client's certificate names (its
     /// common name; mutual TLS only), whom a PKI LOGIN logs in as.
     /// Hashing passwords takes milliseconds: call it off the event loop
@@ -47,11 +53,11 @@ impl Secured {
         body: &[u8],
         out: &mut Vec<u8>,
     ) {
-        for entry in self
+        let changed = self
             .security
-            .admin_from(session, client, certificate_user, body, out)
-        {
-            (self.share)(&entry);
+            .admin_from(session, client, certificate_user, body, out);
+        if !changed.is_empty() {
+            (self.share)(&changed);
         }
     }
 

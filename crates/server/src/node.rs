@@ -90,12 +90,12 @@ impl Node {
                 )?);
                 let _ = cluster.security.set(Arc::clone(&security));
                 let sharing = Arc::clone(&cluster);
-                let share = Box::new(move |entry: &bolide_security::catalog::Entry| {
-                    sharing.cluster.share(
+                let share = Box::new(move |entries: &[bolide_security::catalog::Entry]| {
+                    sharing.cluster.share_and_wait(
                         cluster::security::MODULE,
-                        &entry.key,
-                        &entry.value,
-                        entry.deleted,
+                        entries
+                            .iter()
+                            .map(|entry| (entry.key.as_str(), entry.value.as_str(), entry.deleted)),
                     );
                 });
                 Some(Arc::new(Secured::new(security, share)))

@@ -1441,7 +1441,7 @@ impl World {
                     disk.versions = versions;
                     disk.witnesses = witnesses;
                 }
-                Action::Metadata(_) => {}
+                Action::Metadata(_) | Action::Shared(_) => {}
                 Action::Log(_, line) => {
                     self.log(format!("[{index}] {line}"));
                 }

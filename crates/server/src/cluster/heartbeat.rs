@@ -279,6 +279,8 @@ async fn run(
     let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_status = 0u64;
+    // Metadata changes whose callers wait for every member, by ticket.
+    let mut sharing = std::collections::HashMap::new();
     loop {
         tokio::select! {
             _ = ticker.tick() => {
@@ -289,8 +291,14 @@ async fn run(
             }
             Some(event) = events.recv() => match event {
                 Event::Data(event) => machine.data_event(event, monotonic_ms()),
-                Event::Metadata { module, key, value, deleted } => {
+                Event::Metadata { module, key, value, deleted, answer: None } => {
                     machine.set_metadata(&module, &key, &value, deleted, wall_ms());
+                }
+                Event::Metadata { module, key, value, deleted, answer: Some(answer) } => {
+                    let ticket = machine.share_metadata(
+                        &module, &key, &value, deleted, wall_ms(), monotonic_ms(),
+                    );
+                    sharing.insert(ticket, answer);
                 }
                 Event::Recluster => {
                     machine.recluster(monotonic_ms());
@@ -318,6 +326,12 @@ async fn run(
             _ => 2,
         });
         for action in actions {
+            if let Action::Shared(ticket) = action {
+                if let Some(answer) = sharing.remove(&ticket) {
+                    let _ = answer.send(());
+                }
+                continue;
+            }
             act(&node, &mut dialers, action);
         }
         let now = monotonic_ms();
@@ -388,6 +402,8 @@ fn act(node: &Arc<Context>, dialers: &mut Dialers, action: Action) {
                 items.push(item);
             }
         }
+        // Taken by the loop (it holds the waiting callers).
+        Action::Shared(_) => {}
         Action::Log(Level::Info, line) => tracing::info!(target: "cluster", "{line}"),
         Action::Log(Level::Warn, line) => tracing::warn!(target: "cluster", "{line}"),
     }

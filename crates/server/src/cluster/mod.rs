@@ -53,6 +53,9 @@ pub enum Event {
         key: String,
         value: String,
         deleted: bool,
+        /// Told once every member has applied the item (or left, or
+        /// did not answer in time).
+        answer: Option<std::sync::mpsc::Sender<()>>,
     },
     /// Ask the principal to recompute the cluster now (`recluster:`).
     Recluster,
@@ -407,7 +410,39 @@ impl ClusterService {
             key: key.to_owned(),
             value: value.to_owned(),
             deleted,
+            answer: None,
         });
+    }
+
+    /// [`ClusterService::share`] for each item, waiting until every member
+    /// has applied them all (at most about
+    /// [`bolide_cluster::node::SHARE_WAIT_MS`]): a change made through one
+    /// node is in force on every node when its command answers (clients
+    /// send admin commands to any node, one after the other). Blocks: not
+    /// on an event loop.
+    pub fn share_and_wait<'a>(
+        &self,
+        module: &str,
+        items: impl IntoIterator<Item = (&'a str, &'a str, bool)>,
+    ) {
+        let mut answers = Vec::new();
+        for (key, value, deleted) in items {
+            let (answer, done) = std::sync::mpsc::channel();
+            self.send(Event::Metadata {
+                module: module.to_owned(),
+                key: key.to_owned(),
+                value: value.to_owned(),
+                deleted,
+                answer: Some(answer),
+            });
+            answers.push(done);
+        }
+        let deadline = std::time::Instant::now()
+            + std::time::Duration::from_millis(bolide_cluster::node::SHARE_WAIT_MS + 500);
+        for done in answers {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let _ = done.recv_timeout(left);
+        }
     }
 
     /// A copy of the state machine's figures.
