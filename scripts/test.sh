@@ -114,6 +114,20 @@ else
 fi
 "$VENV/bin/python" -c 'import importlib.metadata as m; print("aerospike", m.version("aerospike"), "| pytest", m.version("pytest"))'
 
+# test_sessions_expire sleeps out the shortest session-ttl Aerospike allows
+# (120 s): it runs beside the Go stages, which it barely loads, instead of
+# in the pytest stage (which deselects it).
+SESSION_TEST=test_security.py::test_sessions_expire  # rootdir tests/python
+SESSION_LOG="$ROOT/target/test-sessions-expire.log"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "tests/python/$SESSION_TEST" >"$SESSION_LOG" 2>&1 &
+SESSION_PID=$!
+session_test() {
+    local rc=0
+    wait "$SESSION_PID" || rc=$?
+    cat "$SESSION_LOG"
+    return "$rc"
+}
+
 # Before the Python suite: it installs the Go tools, whose benchmark drives
 # the scan-under-load test (tests/python/test_scan_under_load.py).
 stage "Go tools smoke test (tests/go/smoke.sh)" ./tests/go/smoke.sh
@@ -154,7 +168,9 @@ fi
 stage "Java client on a 3-node cluster, on two racks and over TLS (tests/java/run.sh)" ./tests/java/run.sh
 
 # shellcheck disable=SC2086
-stage "pytest tests/python" "$VENV/bin/python" -m pytest tests/python -q --durations=25 ${PYTEST_ARGS:-}
+stage "pytest tests/python" "$VENV/bin/python" -m pytest tests/python -q --durations=25 \
+    --deselect "$SESSION_TEST" ${PYTEST_ARGS:-}
+stage "pytest tests/python/$SESSION_TEST (run beside the Go stages)" session_test
 
 section "summary after $(( $(date +%s) - START ))s"
 if (( ${#FAILED[@]} )); then

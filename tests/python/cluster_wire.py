@@ -26,6 +26,7 @@ EXCHANGE_COMMIT = 8
 ALL_DONE = 9
 ALL_DONE_ACK = 10
 METADATA = 11
+METADATA_ACK = 12
 # Fabric messages (fabric port), crates/cluster/src/fabric.rs.
 HELLO = 32
 REPLICA_WRITE = 33
@@ -140,13 +141,18 @@ def all_done(sender: int, key: int, namespace: str, pid: int) -> bytes:
     return frame(ALL_DONE, u64(sender) + u64(key) + string(namespace) + u16(pid))
 
 
-def metadata(sender: int, items, reply=False) -> bytes:
-    """items: (module, key, value, generation, timestamp_ms, deleted)."""
+def metadata(sender: int, items, reply=False, ticket=0) -> bytes:
+    """items: (module, key, value, generation, timestamp_ms, deleted);
+    a non-zero ticket asks the receiver for a METADATA_ACK."""
     def item(i):
         module, key, value, generation, timestamp_ms, deleted = i
         return (string(module) + string(key) + string(value) + u32(generation)
                 + u64(timestamp_ms) + u8(int(deleted)))
-    return frame(METADATA, u64(sender) + listed(items, item) + u8(int(reply)))
+    return frame(METADATA, u64(sender) + listed(items, item) + u8(int(reply)) + u64(ticket))
+
+
+def metadata_ack(sender: int, ticket: int) -> bytes:
+    return frame(METADATA_ACK, u64(sender) + u64(ticket))
 
 
 # -- fabric messages ------------------------------------------------------------

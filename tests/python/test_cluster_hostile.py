@@ -270,7 +270,8 @@ class Attack:
             cw.exchange_commit(0x15, key, members),
             cw.metadata(0x16, [("truncate", "test", str(1 << 62), 1 << 31, 1 << 62, False)]),
             cw.metadata(0x16, [("truncate", f"test|{SET}", str(1 << 62), 1 << 31, 1 << 62, False)]),
-            cw.metadata(0x16, [("udf", "evil.lua", "", 1 << 31, 1 << 62, True)]),
+            cw.metadata(0x16, [("udf", "evil.lua", "", 1 << 31, 1 << 62, True)], ticket=9),
+            cw.metadata_ack(0x16, 1),
         ] + [cw.all_done(0x17, key, "test", pid) for pid in range(0, 4096, 64)] + [
             # In a member's name, refused by the protocol: a commit of a
             # proposal never made, a move from a member that is not the

@@ -679,11 +679,13 @@ def test_redis_commands_copy_an_unreplicated_record_first():
     import threading
     import redis
     from redis.crc import key_slot
-    # The replica is paused for about a second at a time: well within a
-    # heartbeat timeout of 3 s (20 x 150 ms), so the cluster stays as it is.
+    # The replica is paused for about 1.3 s at a time (a write's wait of
+    # transaction-max-ms, then 0.3 s): well within a heartbeat timeout of
+    # 4.5 s (30 x 150 ms), so the cluster stays as it is. A read waiting
+    # for the copy has 0.7 s after the resume (a slow machine needs some).
     with LocalCluster(3, namespace=SC, storage="device", storage_extra={"commit-to-device": "true"},
-                      redis=True, heartbeat={"timeout": "20"},
-                      service={"transaction-max-ms": "500"}) as c:
+                      redis=True, heartbeat={"timeout": "30"},
+                      service={"transaction-max-ms": "1000"}) as c:
         c.start_all()
         c.wait_formed()
         form_roster(c, [0, 1, 2])
@@ -718,12 +720,12 @@ def test_redis_commands_copy_an_unreplicated_record_first():
                 error = raised.value
             assert str(error).startswith("INDOUBT "), error
             assert c.ns_stats(master)["unreplicated_records"] == "1"
-            threading.Timer(0.4, c.resume, args=(replica,)).start()
+            threading.Timer(0.3, c.resume, args=(replica,)).start()
 
         unreplicated("2")
         started = time.monotonic()
         assert r.get(key) == b"2"
-        assert time.monotonic() - started >= 0.3  # it waited for the copy
+        assert time.monotonic() - started >= 0.2  # it waited for the copy
         assert c.ns_stats(master)["unreplicated_records"] == "0"
         c.wait_formed()
 
@@ -741,10 +743,12 @@ def test_redis_commands_copy_an_unreplicated_record_first():
                 break
             except redis.exceptions.MovedError as error:
                 port = error.port
-            except redis.exceptions.ResponseError:
-                # TRYAGAIN while the map moves.
+            except (redis.exceptions.ResponseError, redis.exceptions.ConnectionError):
+                # TRYAGAIN while the map moves; a MOVED to the dead master
+                # from a map not yet updated: ask the replica again.
                 if time.monotonic() > deadline:
                     raise
+                port = c.nodes[replica].redis_port
                 time.sleep(0.2)
 
 
