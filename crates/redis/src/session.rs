@@ -632,6 +632,7 @@ impl Session {
                     namespace,
                     set: set_name(waiter.db),
                     encodings: *self.shared.encodings.read(),
+                    memo: Default::default(),
                 };
                 match data::run(spec.name, &waiter.args, &mut out, &mut db, true) {
                     Ok(data::Ran::Done) => {}
@@ -730,6 +731,7 @@ impl Session {
             namespace,
             set: set_name(db),
             encodings: *self.shared.encodings.read(),
+            memo: Default::default(),
         }
     }
 

@@ -808,6 +808,7 @@ impl Session {
                     namespace: db.namespace,
                     set: set_name(index),
                     encodings: db.encodings,
+                    memo: Default::default(),
                 };
                 let keys = data::count_keys(&mut other);
                 if keys > 0 {
