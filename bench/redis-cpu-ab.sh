@@ -19,16 +19,7 @@ DEPTH=${DEPTH:-16}
 CLIENTS=${CLIENTS:-50}
 KEYSPACE=${KEYSPACE:-1000000}
 dir=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "nothing listens on port $1" >&2; exit 1
-}
-pid=""
-stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; fi; }
+. "$(dirname "$0")/lib.sh"
 trap stop EXIT
 for round in $(seq 1 "$rounds"); do
   for build in base new; do
@@ -36,26 +27,7 @@ for round in $(seq 1 "$rounds"); do
     [ "$build" = new ] && binary=$new
     service_port=$(free_port)
     redis_port=$(free_port)
-    cat > "$dir/c.conf" <<CONF
-service {
-    service-threads 1
-}
-network {
-    service {
-        address 127.0.0.1
-        port $service_port
-    }
-    redis {
-        port $redis_port
-    }
-}
-namespace test {
-    replication-factor 1
-    storage-engine memory {
-        data-size 4G
-    }
-}
-CONF
+    resp_config "$dir/c.conf" redis-cpu-ab "$service_port" "$redis_port" 4G 1
     taskset -c 1 "$binary" --config "$dir/c.conf" > "$dir/$build.log" 2>&1 &
     pid=$!
     wait_port "$redis_port"

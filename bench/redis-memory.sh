@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+. bench/lib.sh
 
 KEYS=${KEYS:-10000000}
 KEY_BYTES=${KEY_BYTES:-16}
@@ -38,44 +39,14 @@ fi
 BOLIDED_BIN=${BOLIDED_BIN:-$root/target/release/bolided}
 [ -x "$BOLIDED_BIN" ] || die "bolided not found at $BOLIDED_BIN"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  die "nothing listens on port $1"
-}
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-
-pid=""
-stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; fi; }
 trap stop EXIT
 
 start_bolide() {
   local service_port redis_port
   service_port=$(free_port)
   redis_port=$(free_port)
-  cat > "$out/bolide.conf" <<CONF
-service {
-    cluster-name redis-memory
-}
-network {
-    service {
-        address 127.0.0.1
-        port $service_port
-    }
-    redis {
-        port $redis_port
-    }
-}
-namespace test {
-    replication-factor 1
-    storage-engine memory {
-        data-size 16G
-    }
-}
-CONF
+  resp_config "$out/bolide.conf" redis-memory "$service_port" "$redis_port" 16G
   "$BOLIDED_BIN" --config "$out/bolide.conf" > "$out/bolided.log" 2>&1 &
   pid=$!
   wait_port "$redis_port"

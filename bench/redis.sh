@@ -20,6 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+. bench/lib.sh
 
 REQUESTS=${REQUESTS:-1000000}
 CLIENTS=${CLIENTS:-50}
@@ -50,44 +51,13 @@ fi
 BOLIDED_BIN=${BOLIDED_BIN:-$root/target/release/bolided}
 [ -x "$BOLIDED_BIN" ] || die "bolided not found at $BOLIDED_BIN"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  die "nothing listens on port $1"
-}
-
-pid=""
-stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""; fi; }
 trap stop EXIT
 
 start_bolide() {
   local service_port redis_port
   service_port=$(free_port)
   redis_port=$(free_port)
-  cat > "$out/bolide.conf" <<CONF
-service {
-    cluster-name redis-bench
-    service-threads $SERVER_THREADS
-}
-network {
-    service {
-        address 127.0.0.1
-        port $service_port
-    }
-    redis {
-        port $redis_port
-    }
-}
-namespace test {
-    replication-factor 1
-    storage-engine memory {
-        data-size 4G
-    }
-}
-CONF
+  resp_config "$out/bolide.conf" redis-bench "$service_port" "$redis_port" 4G "$SERVER_THREADS"
   taskset -c "$SERVER_CPU" "$BOLIDED_BIN" --config "$out/bolide.conf" > "$out/bolided.log" 2>&1 &
   pid=$!
   wait_port "$redis_port"
